@@ -1,0 +1,43 @@
+# agent-launcher. Quick start on a fresh Debian machine: `make demo`, `make test`.
+
+GO        ?= go
+BIN       := bin/agent-launcher
+FUZZTIME  ?= 30s
+STATICCHECK_VERSION := 2026.2.2
+
+.PHONY: all build test demo bench fuzz lint deps clean
+
+all: build
+
+deps:
+	@./scripts/deps
+
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/agent-launcher
+
+# Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
+# their checked-in corpora as ordinary tests), plus the purity check of the
+# importable packages.
+test: deps build
+	$(GO) vet ./...
+	CGO_ENABLED=0 $(GO) build ./rules ./tiers
+	$(GO) test -count=1 ./...
+
+demo: deps build
+	@./scripts/demo $(BIN)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./tiers
+
+# Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzGlobDifferential$$' -fuzztime $(FUZZTIME) ./tiers
+	$(GO) test -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME) ./tiers
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./rules
+
+lint:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+clean:
+	rm -rf bin

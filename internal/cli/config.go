@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+	"github.com/agent-launcher/agent-launcher/tiers"
+)
+
+// policyFlags are the flags every policy-reading command shares.
+type policyFlags struct {
+	config    string
+	agent     string
+	workspace string
+}
+
+func (p *policyFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.config, "config", "", "policy file")
+	fs.StringVar(&p.agent, "agent", "", "agent overlay to apply")
+	fs.StringVar(&p.workspace, "workspace", "", "workspace directory (default: the current directory)")
+}
+
+// env is the part of the process environment the policy commands read.
+type env struct {
+	home      string
+	workspace string
+	config    string // "" = the embedded default
+	launcher  rules.LauncherPaths
+}
+
+// configPath applies the lookup order of DESIGN.md section 11.
+func configPath(flagValue string) (string, error) {
+	if flagValue != "" {
+		return absClean(flagValue)
+	}
+	if v, ok := os.LookupEnv("AGENT_LAUNCHER_CONFIG"); ok && v != "" {
+		return absClean(v)
+	}
+	p := filepath.Join(configHome(), "agent-launcher", "config.toml")
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("cannot read %s: %w", p, err)
+	}
+	return "", nil
+}
+
+func configHome() string {
+	if v := os.Getenv("XDG_CONFIG_HOME"); filepath.IsAbs(v) {
+		return v
+	}
+	return filepath.Join(os.Getenv("HOME"), ".config")
+}
+
+func stateHome() string {
+	if v := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(v) {
+		return v
+	}
+	return filepath.Join(os.Getenv("HOME"), ".local", "state")
+}
+
+func absClean(p string) (string, error) {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("cannot make %q absolute: %w", p, err)
+	}
+	return a, nil
+}
+
+// canonical resolves p to an absolute path with every symlink resolved, as
+// far as it exists; the part that does not exist yet is appended cleaned.
+func canonical(p string) (string, error) {
+	a, err := absClean(p)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for cur := a; ; {
+		r, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("cannot resolve %s: %w", cur, err)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return a, nil
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+// resolveEnv finds the policy file, home, workspace and the launcher's own
+// paths.
+func resolveEnv(pf *policyFlags) (*env, error) {
+	e := &env{}
+	home := os.Getenv("HOME")
+	if home == "" || !filepath.IsAbs(home) {
+		return nil, errors.New("HOME is not set to an absolute path; set it, the policy's \"~\" needs it")
+	}
+	var err error
+	if e.home, err = canonical(home); err != nil {
+		return nil, err
+	}
+	ws := pf.workspace
+	if ws == "" {
+		if ws, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("cannot find the current directory for the workspace: %w", err)
+		}
+	}
+	if e.workspace, err = canonical(ws); err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(e.workspace); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("workspace %s is not a directory; pass --workspace DIR", e.workspace)
+	}
+	if e.config, err = configPath(pf.config); err != nil {
+		return nil, err
+	}
+	e.launcher = launcherPaths(e.config, pf.agent)
+	return e, nil
+}
+
+// launcherPaths lists the launcher's own files for the built-in denylist.
+func launcherPaths(config, agent string) rules.LauncherPaths {
+	lp := rules.LauncherPaths{
+		ConfigDir: filepath.Join(configHome(), "agent-launcher"),
+		StateDir:  filepath.Join(stateHome(), "agent-launcher"),
+	}
+	if v := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(v) {
+		lp.RuntimeDir = filepath.Join(v, "agent-launcher")
+	} else {
+		lp.RuntimeDir = filepath.Join(lp.StateDir, "run")
+	}
+	if config != "" {
+		lp.ConfigFiles = append(lp.ConfigFiles, config)
+		lp.AgentsDir = filepath.Join(filepath.Dir(config), "agents")
+	}
+	if exe, err := os.Executable(); err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			lp.Executable = r
+		}
+	}
+	// Resolve what exists, so that the rules match canonical paths.
+	for _, p := range []*string{&lp.ConfigDir, &lp.StateDir, &lp.RuntimeDir, &lp.AgentsDir} {
+		if *p != "" {
+			if c, err := canonical(*p); err == nil {
+				*p = c
+			}
+		}
+	}
+	for i, f := range lp.ConfigFiles {
+		if c, err := canonical(f); err == nil {
+			lp.ConfigFiles[i] = c
+		}
+	}
+	return lp
+}
+
+func (e *env) options(agent string) rules.Options {
+	return rules.Options{Config: e.config, Agent: agent, Home: e.home, Workspace: e.workspace,
+		LookupEnv: os.LookupEnv, Launcher: e.launcher}
+}
+
+// compiled is one agent's policy, compiled.
+type compiled struct {
+	name string // "" for the global policy
+	pol  *rules.Policy
+	m    *tiers.Matcher
+}
+
+// load loads and compiles the policy of one agent ("" = global).
+func (e *env) load(agent string) (*compiled, error) {
+	pol, err := rules.Load(e.options(agent))
+	if err != nil {
+		return nil, err
+	}
+	m, err := tiers.Compile(pol)
+	if err != nil {
+		return nil, err
+	}
+	return &compiled{name: agent, pol: pol, m: m}, nil
+}
+
+// reportPolicyError prints a policy error as one line per problem, each
+// once (check loads several agents that share the global file).
+func (c *command) reportPolicyError(err error) {
+	seen := map[string]bool{}
+	refused := false
+	for _, one := range flatten(err) {
+		var list rules.ErrorList
+		if errors.As(one, &list) {
+			refused = true
+			for _, e := range list {
+				if s := e.Error(); !seen[s] {
+					seen[s] = true
+					c.errorf("%s", s)
+				}
+			}
+			continue
+		}
+		if s := strings.TrimPrefix(one.Error(), "tiers: "); !seen[s] {
+			seen[s] = true
+			c.errorf("%s", s)
+		}
+	}
+	if refused {
+		c.errorf("the policy was refused; nothing ran")
+	}
+}
+
+// riskyWorkspace says why run would refuse this workspace, or "".
+func riskyWorkspace(ws, home string) string {
+	switch ws {
+	case "/":
+		return "the workspace is /, which run refuses: it would grant the whole filesystem"
+	case home:
+		return "the workspace is the home directory, which run refuses: it would grant every file you own"
+	case "/tmp":
+		return "the workspace is /tmp, which run refuses: it is shared with every other program"
+	}
+	return ""
+}

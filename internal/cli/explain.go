@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+	"github.com/agent-launcher/agent-launcher/tiers"
+)
+
+func (c *command) explain(args []string) int {
+	fs := c.flagSet("explain")
+	var pf policyFlags
+	pf.register(fs)
+	jsonOut := fs.Bool("json", false, "")
+	opName := fs.String("op", "read", "")
+	tool := fs.String("tool", "agent-launcher", "")
+	paths, ok := c.parse(fs, args)
+	if !ok {
+		return ExitFailure
+	}
+	op, ok := tiers.ParseOp(*opName)
+	if !ok {
+		c.errorf("explain: --op %q is not an operation; use one of %s", *opName, strings.Join(tiers.OpNames(), ", "))
+		return ExitFailure
+	}
+	if len(paths) == 0 {
+		c.errorf("explain: name at least one PATH")
+		return ExitFailure
+	}
+	e, err := resolveEnv(&pf)
+	if err != nil {
+		c.errorf("%s", err)
+		return ExitFailure
+	}
+	p, err := e.load(pf.agent)
+	if err != nil {
+		c.reportPolicyError(err)
+		return ExitFailure
+	}
+	status := ExitOK
+	for _, arg := range paths {
+		path, err := canonical(arg)
+		if err != nil {
+			c.errorf("explain: %s", err)
+			return ExitFailure
+		}
+		ex := p.m.Explain(path, op)
+		switch ex.Decision.Verdict {
+		case tiers.Denied:
+			status = ExitDenied
+		case tiers.NeedsApproval:
+			if status == ExitOK {
+				status = ExitApproval
+			}
+		}
+		if *jsonOut {
+			writeExplainJSON(c, p.m, arg, ex, *tool)
+			continue
+		}
+		writeExplain(c, arg, ex)
+	}
+	return status
+}
+
+func writeExplain(c *command, arg string, ex tiers.Explanation) {
+	d := ex.Decision
+	fmt.Fprintf(c.stdout, "%s: %s %s\n", ex.Path, d.Op, verdictText(d.Verdict))
+	if ex.Path != arg {
+		fmt.Fprintf(c.stdout, "  resolved from: %s\n", arg)
+	}
+	fmt.Fprintf(c.stdout, "  tier: %s\n", d.Tier)
+	if d.Rule.Pattern == "(default)" {
+		fmt.Fprintf(c.stdout, "  rule: none matches; the default tier applies (%s)\n", d.Rule.Source)
+	} else {
+		fmt.Fprintf(c.stdout, "  rule: %s  (%s)\n", d.Rule.Pattern, ruleOrigin(d.Rule))
+	}
+	fmt.Fprintf(c.stdout, "  why: %s\n", d.Why)
+	var others []tiers.Match
+	for _, m := range ex.Matches {
+		if !m.Won {
+			others = append(others, m)
+		}
+	}
+	if len(others) > 0 {
+		fmt.Fprintf(c.stdout, "  also matches:\n")
+		for _, m := range others {
+			note := ""
+			if m.Lifted {
+				note = ", lifted here by builtin_exceptions"
+			}
+			fmt.Fprintf(c.stdout, "    %s %s  (%s%s)\n", ruleLabel(m.Rule), m.Rule.Pattern, ruleOrigin(m.Rule), note)
+		}
+	}
+}
+
+func ruleLabel(r *rules.Rule) string {
+	switch r.Kind {
+	case rules.KindTier:
+		return r.Tier.String()
+	}
+	return r.Kind.String()
+}
+
+func verdictText(v tiers.Verdict) string {
+	switch v {
+	case tiers.Allowed:
+		return "allowed"
+	case tiers.NeedsApproval:
+		return "needs approval"
+	}
+	return "denied"
+}
+
+// explainJSON is the --json shape. For a denied path it is the envelope agent
+// frameworks asked for ({"error", "tool_name", "path", "allowed_paths",
+// "hint"}) plus tier and rule; otherwise error and hint are absent.
+type explainJSON struct {
+	Schema       int           `json:"schema"`
+	Error        string        `json:"error,omitempty"`
+	ToolName     string        `json:"tool_name"`
+	Path         string        `json:"path"`
+	AllowedPaths []string      `json:"allowed_paths,omitempty"`
+	Hint         string        `json:"hint,omitempty"`
+	Op           tiers.Op      `json:"op"`
+	Verdict      tiers.Verdict `json:"verdict"`
+	Tier         rules.Tier    `json:"tier"`
+	Rule         *rules.Rule   `json:"rule"`
+	Why          string        `json:"why"`
+	Matches      []tiers.Match `json:"matches"`
+}
+
+func writeExplainJSON(c *command, m *tiers.Matcher, arg string, ex tiers.Explanation, tool string) {
+	d := ex.Decision
+	out := explainJSON{Schema: jsonSchema, ToolName: tool, Path: ex.Path, Op: d.Op, Verdict: d.Verdict,
+		Tier: d.Tier, Rule: d.Rule, Why: d.Why, Matches: ex.Matches}
+	if out.Matches == nil {
+		out.Matches = []tiers.Match{}
+	}
+	if d.Verdict == tiers.Denied {
+		out.Error = fmt.Sprintf("agent-launcher policy denies %s of %s", d.Op, ex.Path)
+		out.Hint = hint(d)
+		out.AllowedPaths = m.AllowedPatterns(d.Op)
+	}
+	b, _ := json.Marshal(out)
+	c.stdout.Write(append(b, '\n'))
+}
+
+// hint says what would change the answer, for the agent and its operator.
+func hint(d tiers.Decision) string {
+	r := d.Rule
+	switch {
+	case r.Pattern == "(default)":
+		return "no rule grants this path; the operator can add it to read_paths or write_paths in the policy"
+	case r.Source.Key == "built-in launcher protection":
+		return "this is one of agent-launcher's own files; no policy can open it to the agent"
+	case r.Kind == rules.KindWriteProtect:
+		return fmt.Sprintf("this file is write-protected because programs outside the session run or obey it (%s); read it, or ask the operator", r.Note)
+	case r.Exceptable():
+		return fmt.Sprintf("this path is on the built-in denylist (%s); only the operator can lift it, with builtin_exceptions in the global policy file", r.Note)
+	case d.Tier == rules.Read:
+		return fmt.Sprintf("the path is read-only (%s); write under one of allowed_paths instead", r.Source)
+	case d.Op == tiers.OpExec && d.Tier != rules.Deny:
+		return "exec_paths does not list this program; run one it lists"
+	}
+	return fmt.Sprintf("denied by %s; ask the operator to change the policy", r.Source)
+}

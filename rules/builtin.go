@@ -1,0 +1,149 @@
+package rules
+
+// The built-in lists. They are always on; an overlay cannot remove them and
+// only the global file may lift one at an exact path (builtin_exceptions).
+// Name patterns apply under "~" and "<workspace>" only, so that CA bundles
+// such as /etc/ssl/certs/ca-certificates.crt or /usr/share/.../cacert.pem
+// keep working.
+
+type builtinEntry struct{ pattern, note string }
+
+// Layer names for Source.Key of built-in rules.
+const (
+	layerDenylist      = "built-in denylist"
+	layerWriteProtect  = "built-in write protection"
+	layerLauncher      = "built-in launcher protection"
+	layerEnvDrop       = "built-in env drop"
+	layerDefault       = "built-in default"
+	presetPrefix       = "preset "
+	EmbeddedName       = "(embedded default policy)"
+	defaultPromptTimer = "5m"
+)
+
+// credentialDirs are denied outright under the home directory.
+var credentialDirs = []builtinEntry{
+	{"~/.ssh/**", "SSH keys"},
+	{"~/.aws/**", "AWS credentials"},
+	{"~/.gnupg/**", "GnuPG keys"},
+	{"~/.kube/**", "Kubernetes credentials"},
+	{"~/.docker/**", "Docker registry credentials"},
+	{"~/.password-store/**", "pass password store"},
+	{"~/.azure/**", "Azure credentials"},
+	{"~/.config/gcloud/**", "Google Cloud credentials"},
+	{"~/.config/op/**", "1Password CLI"},
+	{"~/.op/**", "1Password CLI"},
+	{"~/.config/gh/**", "GitHub CLI token"},
+	{"~/.git-credentials", "git credential store"},
+	{"~/.config/git/credentials", "git credential store"},
+	{"~/.local/share/keyrings/**", "desktop keyring"},
+}
+
+// credentialNames are file names denied anywhere under "~" and "<workspace>".
+var credentialNames = []builtinEntry{
+	{"id_rsa", "SSH private key"},
+	{"id_dsa", "SSH private key"},
+	{"id_ecdsa", "SSH private key"},
+	{"id_ecdsa_sk", "SSH private key"},
+	{"id_ed25519", "SSH private key"},
+	{"id_ed25519_sk", "SSH private key"},
+	{"*.pem", "private key or certificate"},
+	{"*.key", "private key"},
+	{"*.p12", "PKCS#12 key store"},
+	{"*.pfx", "PKCS#12 key store"},
+	{".env", "environment secrets"},
+	{".env.*", "environment secrets"},
+	{"credentials.json", "credentials file"},
+	{"secrets.{yaml,yml,json}", "secrets file"},
+	{"token.json", "OAuth token"},
+	{"service-account.json", "cloud service account key"},
+	{".netrc", "login credentials"},
+	{".pgpass", "PostgreSQL passwords"},
+}
+
+// systemSecrets are denied at absolute paths.
+var systemSecrets = []builtinEntry{
+	{"/etc/shadow", "password hashes"},
+	{"/etc/shadow-", "password hashes (backup)"},
+	{"/etc/gshadow", "group password hashes"},
+	{"/etc/gshadow-", "group password hashes (backup)"},
+	{"/etc/sudoers", "sudo configuration"},
+	{"/etc/sudoers.d/**", "sudo configuration"},
+	{"/etc/ssh/ssh_host_*_key", "SSH host private keys"},
+}
+
+// writeProtectHome are files that programs outside the session execute or
+// obey later; they are read-only even inside a write tree.
+var writeProtectHome = []builtinEntry{
+	{"~/.bashrc", "shell start-up file"},
+	{"~/.bash_profile", "shell start-up file"},
+	{"~/.bash_login", "shell start-up file"},
+	{"~/.bash_logout", "shell start-up file"},
+	{"~/.profile", "shell start-up file"},
+	{"~/.zshrc", "shell start-up file"},
+	{"~/.zshenv", "shell start-up file"},
+	{"~/.zprofile", "shell start-up file"},
+	{"~/.zlogin", "shell start-up file"},
+	{"~/.config/fish/**", "shell start-up files"},
+	{"~/.inputrc", "readline start-up file"},
+	{"~/.pam_environment", "login environment"},
+	{"~/.config/environment.d/**", "login environment"},
+	{"~/.config/systemd/user/**", "systemd user units"},
+	{"~/.config/autostart/**", "desktop autostart entries"},
+	{"~/.gitconfig", "git configuration (aliases, hooks path, fsmonitor run commands)"},
+	{"~/.config/git/**", "git configuration"},
+	{"~/.vimrc", "editor start-up file"},
+	{"~/.config/nvim/**", "editor start-up files"},
+	{"~/.local/bin/**", "programs on the operator's PATH"},
+	{"~/bin/**", "programs on the operator's PATH"},
+}
+
+// writeProtectNames are protected anywhere under "~" and "<workspace>".
+var writeProtectNames = []builtinEntry{
+	{".git/hooks/**", "git hooks run on the operator's next git command"},
+	{".git/config", "git configuration (core.fsmonitor, core.hooksPath run commands)"},
+	{".git/modules/**/hooks/**", "submodule git hooks"},
+	{".git/modules/**/config", "submodule git configuration"},
+	{".envrc", "direnv runs it on cd"},
+	{".vscode/tasks.json", "editor tasks"},
+	{".cargo/config.toml", "cargo configuration (runners, linkers)"},
+	{".cargo/config", "cargo configuration (runners, linkers)"},
+	{".npmrc", "npm configuration (scripts, registries)"},
+}
+
+// presets are named rule groups a policy lists in file_policy.presets.
+var presets = map[string][]struct {
+	tier Tier
+	builtinEntry
+}{
+	// system: what an ordinary program needs to start and run: the system
+	// trees read-only, the harmless devices, /proc (a fresh one in the
+	// session view) and the few /sys files language runtimes read. Not
+	// /proc/self: a path-based rule would bind to one process.
+	"system": {
+		{Read, builtinEntry{"/usr/**", "system programs and libraries"}},
+		{Read, builtinEntry{"/bin/**", "system programs"}},
+		{Read, builtinEntry{"/sbin/**", "system programs"}},
+		{Read, builtinEntry{"/lib/**", "system libraries"}},
+		{Read, builtinEntry{"/lib32/**", "system libraries"}},
+		{Read, builtinEntry{"/lib64/**", "system libraries"}},
+		{Read, builtinEntry{"/libx32/**", "system libraries"}},
+		{Read, builtinEntry{"/etc/**", "system configuration"}},
+		{Read, builtinEntry{"/opt/**", "optional software"}},
+		{Read, builtinEntry{"/proc/**", "process information"}},
+		{Read, builtinEntry{"/sys/devices/system/cpu/**", "CPU topology (runtimes size thread pools)"}},
+		{Read, builtinEntry{"/sys/fs/cgroup/**", "cgroup limits (runtimes size memory and threads)"}},
+		{Read, builtinEntry{"/sys/kernel/mm/transparent_hugepage/**", "memory settings (the Go runtime reads them)"}},
+		{Read, builtinEntry{"/run/systemd/resolve/**", "DNS resolver configuration"}},
+		{Read, builtinEntry{"/dev/random", "randomness"}},
+		{Read, builtinEntry{"/dev/urandom", "randomness"}},
+		{Write, builtinEntry{"/dev/null", "discard device"}},
+		{Write, builtinEntry{"/dev/zero", "zero device"}},
+		{Write, builtinEntry{"/dev/full", "full device"}},
+		{Write, builtinEntry{"/dev/tty", "the session's own terminal"}},
+	},
+}
+
+// perProcessPaths are refused in rules: they are symlinks that resolve
+// differently in every process, so a rule on them would bind to one process
+// (the launcher's) and mean nothing for the agent.
+var perProcessPaths = []string{"/proc/self", "/proc/thread-self", "/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"}

@@ -1,0 +1,263 @@
+package rules
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// The TOML schema. Pointers tell an omitted field (inherit) from a set one
+// (replace); go-toml decodes in strict mode, so an unknown key is an error.
+
+type fileDoc struct {
+	FilePolicy *filePolicyDoc        `toml:"file_policy"`
+	Env        *envDoc               `toml:"env"`
+	Prompt     *promptDoc            `toml:"prompt"`
+	Agents     map[string]*agentDoc `toml:"agents"`
+}
+
+type agentDoc struct {
+	FilePolicy *filePolicyDoc `toml:"file_policy"`
+	Env        *envDoc        `toml:"env"`
+	Prompt     *promptDoc     `toml:"prompt"`
+}
+
+type filePolicyDoc struct {
+	Default           *string   `toml:"default"`
+	Precedence        *string   `toml:"precedence"`
+	Presets           *[]string `toml:"presets"`
+	DenyPaths         *[]string `toml:"deny_paths"`
+	PromptPaths       *[]string `toml:"prompt_paths"`
+	PromptWritePaths  *[]string `toml:"prompt_write_paths"`
+	ReadPaths         *[]string `toml:"read_paths"`
+	WritePaths        *[]string `toml:"write_paths"`
+	ExecPaths         *[]string `toml:"exec_paths"`
+	ConnectPaths      *[]string `toml:"connect_paths"`
+	BuiltinExceptions *[]string `toml:"builtin_exceptions"`
+}
+
+type envDoc struct {
+	Pass *[]string `toml:"pass"`
+	Drop *[]string `toml:"drop"`
+}
+
+type promptDoc struct {
+	Timeout *string `toml:"timeout"`
+}
+
+// Known keys per table, for "did you mean" suggestions.
+var (
+	topKeys        = []string{"file_policy", "env", "prompt", "agents"}
+	agentKeys      = []string{"file_policy", "env", "prompt"}
+	filePolicyKeys = []string{"default", "precedence", "presets", "deny_paths", "prompt_paths", "prompt_write_paths",
+		"read_paths", "write_paths", "exec_paths", "connect_paths", "builtin_exceptions"}
+	envKeys    = []string{"pass", "drop"}
+	promptKeys = []string{"timeout"}
+)
+
+// document is one decoded policy file with the line of every key and list
+// element.
+type document struct {
+	name  string // file name for messages
+	dir   string // directory for agents/NAME.toml, "" for the embedded policy
+	tree  fileDoc
+	lines map[string]int // "file_policy.deny_paths[2]" -> line
+	errs  ErrorList      // unknown keys, reported with the other problems
+}
+
+// line returns the line of key, or of its closest ancestor that has one.
+func (d *document) line(key string) int {
+	for key != "" {
+		if l, ok := d.lines[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+// parseDocument decodes data strictly and indexes the position of its keys.
+// Unknown keys come back as errors with a usable document; any other error
+// comes back with a nil document.
+func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
+	d := &document{name: name, dir: dir, lines: map[string]int{}}
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&d.tree); err != nil {
+		errs := decodeErrors(name, err)
+		var strict *toml.StrictMissingError
+		if !errors.As(err, &strict) {
+			return nil, errs
+		}
+		// Unknown keys: the rest decoded, so validate it too and report
+		// every problem at once.
+		indexLines(data, d.lines)
+		return d, errs
+	}
+	indexLines(data, d.lines)
+	return d, nil
+}
+
+var typeErrRe = regexp.MustCompile(`cannot decode TOML (\w+) into .* of type (\S+)`)
+
+// decodeErrors turns go-toml's errors into file:line: key: sentences.
+func decodeErrors(name string, err error) ErrorList {
+	var strict *toml.StrictMissingError
+	if errors.As(err, &strict) {
+		var out ErrorList
+		for _, e := range strict.Errors {
+			row, _ := e.Position()
+			key := strings.Join(e.Key(), ".")
+			msg := "unknown key"
+			if s := Suggest(e.Key()[len(e.Key())-1], knownKeys(e.Key())); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			} else {
+				msg += "; the keys here are " + strings.Join(knownKeys(e.Key()), ", ")
+			}
+			out = append(out, &Error{File: name, Line: row, Key: key, Msg: msg})
+		}
+		return out
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		row, _ := de.Position()
+		key := strings.Join(de.Key(), ".")
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		if m := typeErrRe.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("expected %s, found %s", goTypeName(m[2]), tomlTypeName(m[1]))
+		} else if strings.Contains(msg, "already defined") {
+			msg = "is set twice; keep one"
+		} else {
+			msg = "not valid TOML: " + msg
+		}
+		return ErrorList{{File: name, Line: row, Key: key, Msg: msg}}
+	}
+	return ErrorList{{File: name, Msg: "cannot decode: " + err.Error()}}
+}
+
+func knownKeys(key []string) []string {
+	switch {
+	case len(key) <= 1:
+		return topKeys
+	case key[0] == "agents" && len(key) == 3:
+		return agentKeys
+	}
+	switch key[len(key)-2] {
+	case "file_policy":
+		return filePolicyKeys
+	case "env":
+		return envKeys
+	case "prompt":
+		return promptKeys
+	}
+	return nil
+}
+
+func goTypeName(t string) string {
+	t = strings.TrimLeft(t, "*")
+	switch {
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "[]"):
+		return "a list of strings"
+	}
+	return "a table"
+}
+
+func tomlTypeName(t string) string {
+	switch t {
+	case "integer", "array":
+		return "an " + t
+	case "":
+		return "something else"
+	}
+	return "a " + t
+}
+
+// indexLines records the line of every key, table and list element. It runs
+// on documents the decoder accepted, so the parser cannot fail here.
+func indexLines(data []byte, lines map[string]int) {
+	p := unstable.Parser{}
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = table[:0]
+			it := e.Key()
+			line := 0
+			for it.Next() {
+				n := it.Node()
+				table = append(table, string(n.Data))
+				if line == 0 {
+					line = p.Shape(n.Raw).Start.Line
+				}
+				setLine(lines, strings.Join(table, "."), line)
+			}
+		case unstable.KeyValue:
+			indexKeyValue(&p, e, table, lines)
+		}
+	}
+}
+
+func indexKeyValue(p *unstable.Parser, e *unstable.Node, prefix []string, lines map[string]int) {
+	key := append([]string(nil), prefix...)
+	it := e.Key()
+	line := 0
+	for it.Next() {
+		n := it.Node()
+		key = append(key, string(n.Data))
+		if line == 0 {
+			line = p.Shape(n.Raw).Start.Line
+		}
+		setLine(lines, strings.Join(key, "."), line)
+	}
+	indexValue(p, e.Value(), strings.Join(key, "."), key, lines)
+}
+
+func indexValue(p *unstable.Parser, v *unstable.Node, name string, key []string, lines map[string]int) {
+	switch v.Kind {
+	case unstable.Array:
+		c := v.Children()
+		for i := 0; c.Next(); i++ {
+			n := c.Node()
+			elem := name + "[" + strconv.Itoa(i) + "]"
+			if n.Raw.Length > 0 {
+				setLine(lines, elem, p.Shape(n.Raw).Start.Line)
+			}
+			indexValue(p, n, elem, key, lines)
+		}
+	case unstable.InlineTable:
+		c := v.Children()
+		for c.Next() {
+			indexKeyValue(p, c.Node(), key, lines)
+		}
+	}
+}
+
+func setLine(lines map[string]int, key string, line int) {
+	if _, ok := lines[key]; !ok && line > 0 {
+		lines[key] = line
+	}
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,750 @@
+package rules
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+//go:embed default.toml
+var defaultPolicy []byte
+
+// DefaultPolicy returns the text of the embedded default policy, the policy
+// used when no configuration file exists.
+func DefaultPolicy() []byte { return append([]byte(nil), defaultPolicy...) }
+
+// LauncherPaths are the launcher's own files. The built-in denylist covers
+// them (an agent that read the approval token or rewrote its policy would
+// own the session) and no exception can lift that. Empty fields are skipped.
+type LauncherPaths struct {
+	Executable  string   // write-protected
+	ConfigFiles []string // denied
+	ConfigDir   string   // denied, with everything under it
+	AgentsDir   string   // agents/ beside the policy file; denied, with everything under it
+	StateDir    string   // denied, with everything under it
+	RuntimeDir  string   // approval sockets; denied, with everything under it
+	AuditLog    string   // denied
+}
+
+// Options says what to load and how to expand it.
+type Options struct {
+	// Config is the global policy file; "" loads the embedded default.
+	Config string
+	// Agent selects the overlay [agents.NAME] of the global file or
+	// agents/NAME.toml beside it; "" loads the global policy alone. An
+	// agent that is defined nowhere is an error.
+	Agent string
+	// Home expands "~"; it must be absolute.
+	Home string
+	// Workspace expands "<workspace>"; "" refuses patterns that use it.
+	Workspace string
+	// LookupEnv expands ${VAR}; nil means no variable is set.
+	LookupEnv func(string) (string, bool)
+	// ReadFile and ReadDir default to os.ReadFile and os.ReadDir.
+	ReadFile func(string) ([]byte, error)
+	ReadDir  func(string) ([]fs.DirEntry, error)
+	// Launcher lists the launcher's own files for the built-in denylist.
+	Launcher LauncherPaths
+}
+
+var agentNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// Load reads, validates, layers and expands a policy. A policy with any
+// problem is refused: the error is an ErrorList whose entries name file,
+// line and key.
+func Load(opts Options) (*Policy, error) {
+	global, err := readGlobal(&opts)
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{opts: opts, pol: &Policy{Agent: opts.Agent, Home: opts.Home, Workspace: opts.Workspace}}
+	b.pol.Files = append(b.pol.Files, global.name)
+	var overlay *document
+	var overlayAgent *agentDoc
+	overlayPrefix := ""
+	if opts.Agent != "" {
+		if !agentNameRe.MatchString(opts.Agent) {
+			return nil, ErrorList{{Key: "agent", Msg: fmt.Sprintf("%q is not a valid agent name; use letters, digits, '.', '_' and '-'", opts.Agent)}}
+		}
+		inFile := global.tree.Agents[opts.Agent]
+		file, err := readAgentFile(&opts, global)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case inFile != nil && file != nil:
+			return nil, ErrorList{{File: file.name, Key: "agents." + opts.Agent,
+				Msg: fmt.Sprintf("agent %q is also defined in %s (line %d); keep one definition", opts.Agent, global.name, global.line("agents."+opts.Agent))}}
+		case inFile != nil:
+			overlay, overlayAgent, overlayPrefix = global, inFile, "agents."+opts.Agent+"."
+		case file != nil:
+			overlay = file
+			overlayAgent = &agentDoc{FilePolicy: file.tree.FilePolicy, Env: file.tree.Env, Prompt: file.tree.Prompt}
+			b.pol.Files = append(b.pol.Files, file.name)
+		default:
+			known, _ := AgentNames(opts)
+			msg := fmt.Sprintf("agent %q is not defined in %s", opts.Agent, global.name)
+			if global.dir != "" {
+				msg += " or " + filepath.Join(global.dir, "agents", opts.Agent+".toml")
+			}
+			if s := Suggest(opts.Agent, known); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			} else if len(known) > 0 {
+				msg += "; defined agents: " + strings.Join(known, ", ")
+			}
+			return nil, ErrorList{{Key: "agent", Msg: msg}}
+		}
+	}
+	b.errs = append(b.errs, global.errs...)
+	if overlay != nil && overlay != global {
+		b.errs = append(b.errs, overlay.errs...)
+	}
+	b.build(global, overlay, overlayAgent, overlayPrefix)
+	if len(b.errs) > 0 {
+		return nil, b.errs.sorted()
+	}
+	return b.pol, nil
+}
+
+// AgentNames returns the agents the global file defines, in [agents.NAME]
+// tables and in agents/NAME.toml files beside it, sorted.
+func AgentNames(opts Options) ([]string, error) {
+	global, err := readGlobal(&opts)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for name := range global.tree.Agents {
+		seen[name] = true
+	}
+	if global.dir != "" {
+		entries, err := opts.ReadDir(filepath.Join(global.dir, "agents"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("rules: list agents: %w", err)
+		}
+		for _, e := range entries {
+			if name, ok := strings.CutSuffix(e.Name(), ".toml"); ok && !e.IsDir() && agentNameRe.MatchString(name) {
+				seen[name] = true
+			}
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+func readGlobal(opts *Options) (*document, error) {
+	if opts.ReadFile == nil {
+		opts.ReadFile = os.ReadFile
+	}
+	if opts.ReadDir == nil {
+		opts.ReadDir = os.ReadDir
+	}
+	if opts.Config == "" {
+		d, errs := parseDocument(EmbeddedName, "", defaultPolicy)
+		if errs != nil {
+			return nil, errs
+		}
+		return d, nil
+	}
+	data, err := opts.ReadFile(opts.Config)
+	if err != nil {
+		return nil, ErrorList{{File: opts.Config, Msg: "cannot read the policy file: " + describeIOError(err)}}
+	}
+	d, errs := parseDocument(opts.Config, filepath.Dir(opts.Config), data)
+	if d == nil {
+		return nil, errs
+	}
+	d.errs = errs
+	for _, name := range sortedKeys(d.tree.Agents) {
+		if !agentNameRe.MatchString(name) {
+			d.errs = append(d.errs, &Error{File: d.name, Line: d.line("agents." + name), Key: "agents." + name,
+				Msg: "not a valid agent name; use letters, digits, '.', '_' and '-'"})
+		}
+	}
+	return d, nil
+}
+
+// readAgentFile reads agents/NAME.toml beside the global file; a missing file
+// is (nil, nil).
+func readAgentFile(opts *Options, global *document) (*document, error) {
+	if global.dir == "" {
+		return nil, nil
+	}
+	name := filepath.Join(global.dir, "agents", opts.Agent+".toml")
+	data, err := opts.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, ErrorList{{File: name, Msg: "cannot read the agent file: " + describeIOError(err)}}
+	}
+	d, errs := parseDocument(name, "", data)
+	if d == nil {
+		return nil, errs
+	}
+	d.errs = errs
+	if d.tree.Agents != nil {
+		d.errs = append(d.errs, &Error{File: name, Line: d.line("agents"), Key: "agents",
+			Msg: "an agent file holds one agent's overlay at its top level ([file_policy], [env], [prompt]); define other agents in their own files"})
+	}
+	return d, nil
+}
+
+func describeIOError(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return err.Error()
+}
+
+// builder layers the documents into a Policy, collecting every problem.
+type builder struct {
+	opts Options
+	pol  *Policy
+	errs ErrorList
+	// launcher holds the expanded launcher-protection globs, which no
+	// exception may touch.
+	launcher []Glob
+	builtins []*Rule
+}
+
+func (b *builder) fail(file string, line int, key, format string, args ...any) {
+	b.errs = append(b.errs, &Error{File: file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (b *builder) warn(src Source, format string, args ...any) {
+	b.pol.Warnings = append(b.pol.Warnings, Warning{Source: src, Msg: fmt.Sprintf(format, args...)})
+}
+
+// field is one policy field as set in a layer.
+type field struct {
+	doc    *document
+	origin Origin
+	key    string // full TOML key, e.g. "agents.coder.file_policy.write_paths"
+}
+
+func (f field) source(suffix string) Source {
+	k := f.key + suffix
+	return Source{Origin: f.origin, File: f.doc.name, Line: f.doc.line(k), Key: k}
+}
+
+func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string) {
+	opts := b.opts
+	if opts.Home == "" || !path.IsAbs(opts.Home) {
+		b.fail("", 0, "home", "the home directory %q is not an absolute path; set HOME", opts.Home)
+		return
+	}
+	b.opts.Home = path.Clean(opts.Home)
+	b.pol.Home = b.opts.Home
+	if opts.Workspace != "" {
+		if !path.IsAbs(opts.Workspace) {
+			b.fail("", 0, "workspace", "%q is not an absolute path", opts.Workspace)
+			return
+		}
+		b.opts.Workspace = path.Clean(opts.Workspace)
+		b.pol.Workspace = b.opts.Workspace
+	}
+
+	gfp := global.tree.FilePolicy
+	if gfp == nil {
+		gfp = &filePolicyDoc{}
+	}
+	var ofp *filePolicyDoc
+	if ov != nil {
+		ofp = ov.FilePolicy
+	}
+	if ofp == nil {
+		ofp = &filePolicyDoc{}
+	}
+	gf := func(name string) field { return field{global, OriginGlobal, "file_policy." + name} }
+	of := func(name string) field { return field{overlay, OriginAgent, ovPrefix + "file_policy." + name} }
+
+	// Scalars: the overlay replaces, the global file is the fallback, then
+	// the built-in default.
+	b.pol.Default, b.pol.DefaultSource = Deny, Source{Origin: OriginBuiltin, Key: layerDefault}
+	for _, c := range []struct {
+		v *string
+		f field
+	}{{gfp.Default, gf("default")}, {ofp.Default, of("default")}} {
+		if c.v == nil {
+			continue
+		}
+		src := c.f.source("")
+		t, ok := ParseTier(*c.v)
+		if !ok {
+			b.fail(src.File, src.Line, src.Key, "%q is not a tier; use one of deny, prompt, prompt-write, read, write%s", *c.v, didYouMean(*c.v, tierNames[:]))
+			continue
+		}
+		b.pol.Default, b.pol.DefaultSource = t, src
+	}
+	b.pol.Precedence, b.pol.PrecedenceSource = Specific, Source{Origin: OriginBuiltin, Key: layerDefault}
+	for _, c := range []struct {
+		v *string
+		f field
+	}{{gfp.Precedence, gf("precedence")}, {ofp.Precedence, of("precedence")}} {
+		if c.v == nil {
+			continue
+		}
+		src := c.f.source("")
+		p, ok := parsePrecedence(*c.v)
+		if !ok {
+			b.fail(src.File, src.Line, src.Key, "%q is not a precedence mode; use \"specific\" or \"restrictive\"%s", *c.v, didYouMean(*c.v, []string{"specific", "restrictive"}))
+			continue
+		}
+		b.pol.Precedence, b.pol.PrecedenceSource = p, src
+	}
+	b.promptTimeout(global, overlay, ov, ovPrefix)
+
+	// Built-ins first: they are on whatever the files say.
+	b.addBuiltins()
+
+	// Presets: replaced by the overlay.
+	presetList, presetField := pick(gfp.Presets, gf("presets"), ofp.Presets, of("presets"))
+	for i, name := range presetList {
+		src := presetField.source(fmt.Sprintf("[%d]", i))
+		entries, ok := presets[name]
+		if !ok {
+			b.fail(src.File, src.Line, src.Key, "%q is not a preset; the presets are %s%s", name, strings.Join(sortedKeys(presets), ", "), didYouMean(name, sortedKeys(presets)))
+			continue
+		}
+		b.pol.Presets = append(b.pol.Presets, name)
+		for _, e := range entries {
+			b.addRule(e.pattern, KindTier, e.tier, e.note, Source{Origin: OriginPreset, Key: presetPrefix + name})
+		}
+	}
+
+	// Tier lists. deny and prompt lists accumulate; the others are replaced.
+	type list struct {
+		name string
+		tier Tier
+		g, o *[]string
+		acc  bool
+	}
+	lists := []list{
+		{"deny_paths", Deny, gfp.DenyPaths, ofp.DenyPaths, true},
+		{"prompt_paths", Prompt, gfp.PromptPaths, ofp.PromptPaths, true},
+		{"prompt_write_paths", PromptWrite, gfp.PromptWritePaths, ofp.PromptWritePaths, true},
+		{"read_paths", Read, gfp.ReadPaths, ofp.ReadPaths, false},
+		{"write_paths", Write, gfp.WritePaths, ofp.WritePaths, false},
+	}
+	for _, l := range lists {
+		if l.acc {
+			b.addList(deref(l.g), gf(l.name), KindTier, l.tier)
+			b.addList(deref(l.o), of(l.name), KindTier, l.tier)
+			continue
+		}
+		vals, f := pick(l.g, gf(l.name), l.o, of(l.name))
+		b.addList(vals, f, KindTier, l.tier)
+	}
+	execs, execField := pick(gfp.ExecPaths, gf("exec_paths"), ofp.ExecPaths, of("exec_paths"))
+	b.addList(execs, execField, KindExec, Read)
+
+	// Exceptions: the global file only.
+	if ofp.BuiltinExceptions != nil {
+		src := of("builtin_exceptions").source("")
+		b.fail(src.File, src.Line, src.Key, "only the global policy file may list exceptions to the built-in lists; move it there")
+	}
+	b.addExceptions(deref(gfp.BuiltinExceptions), gf("builtin_exceptions"))
+
+	conns, connField := pick(gfp.ConnectPaths, gf("connect_paths"), ofp.ConnectPaths, of("connect_paths"))
+	b.addConnects(conns, connField)
+
+	b.env(global, overlay, ov, ovPrefix)
+}
+
+// pick returns the overlay's list when it sets one, else the global one.
+func pick(g *[]string, gf field, o *[]string, of field) ([]string, field) {
+	if o != nil {
+		return *o, of
+	}
+	return deref(g), gf
+}
+
+func deref(p *[]string) []string {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func didYouMean(s string, candidates []string) string {
+	if c := Suggest(s, candidates); c != "" {
+		return fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return ""
+}
+
+func (b *builder) promptTimeout(global, overlay *document, ov *agentDoc, ovPrefix string) {
+	b.pol.PromptTimeout = 5 * time.Minute
+	b.pol.PromptTimeoutSource = Source{Origin: OriginBuiltin, Key: layerDefault}
+	type layer struct {
+		p      *promptDoc
+		f      field
+		origin Origin
+	}
+	layers := []layer{{global.tree.Prompt, field{global, OriginGlobal, "prompt.timeout"}, OriginGlobal}}
+	if ov != nil {
+		layers = append(layers, layer{ov.Prompt, field{overlay, OriginAgent, ovPrefix + "prompt.timeout"}, OriginAgent})
+	}
+	for _, l := range layers {
+		if l.p == nil || l.p.Timeout == nil {
+			continue
+		}
+		src := l.f.source("")
+		d, err := time.ParseDuration(*l.p.Timeout)
+		switch {
+		case err != nil:
+			b.fail(src.File, src.Line, src.Key, "%q is not a duration; write it like \"90s\" or \"5m\"", *l.p.Timeout)
+		case d < time.Second || d > 24*time.Hour:
+			b.fail(src.File, src.Line, src.Key, "%s is out of range; use between 1s and 24h", d)
+		default:
+			b.pol.PromptTimeout, b.pol.PromptTimeoutSource = d, src
+		}
+	}
+}
+
+func (b *builder) env(global, overlay *document, ov *agentDoc, ovPrefix string) {
+	for _, d := range builtinEnvDrops {
+		b.pol.Env.Drop = append(b.pol.Env.Drop, EnvRule{Pattern: d.pattern, Note: d.note, Source: Source{Origin: OriginBuiltin, Key: layerEnvDrop}})
+	}
+	ge := global.tree.Env
+	if ge == nil {
+		ge = &envDoc{}
+	}
+	var oe *envDoc
+	if ov != nil {
+		oe = ov.Env
+	}
+	if oe == nil {
+		oe = &envDoc{}
+	}
+	add := func(vals []string, f field) []EnvRule {
+		var out []EnvRule
+		for i, v := range vals {
+			src := f.source(fmt.Sprintf("[%d]", i))
+			if !validEnvPattern(v) {
+				b.fail(src.File, src.Line, src.Key, "%q is not a variable name; use letters, digits and '_', with '*' or '?' as wildcards", v)
+				continue
+			}
+			out = append(out, EnvRule{Pattern: v, Source: src})
+		}
+		return out
+	}
+	pass, passField := pick(ge.Pass, field{global, OriginGlobal, "env.pass"}, oe.Pass, field{overlay, OriginAgent, ovPrefix + "env.pass"})
+	b.pol.Env.Pass = add(pass, passField)
+	b.pol.Env.Drop = append(b.pol.Env.Drop, add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"})...)
+	if oe.Drop != nil {
+		b.pol.Env.Drop = append(b.pol.Env.Drop, add(*oe.Drop, field{overlay, OriginAgent, ovPrefix + "env.drop"})...)
+	}
+}
+
+func (b *builder) addList(vals []string, f field, kind Kind, tier Tier) {
+	for i, v := range vals {
+		b.addRule(v, kind, tier, "", f.source(fmt.Sprintf("[%d]", i)))
+	}
+}
+
+// addRule expands and parses one pattern and appends the rule. For built-in
+// rules whose expansion needs something absent (no workspace), it is
+// skipped.
+func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src Source) *Rule {
+	expanded, err := b.expand(pattern)
+	if err != nil {
+		if src.Origin == OriginBuiltin || src.Origin == OriginPreset {
+			if errors.Is(err, errNoWorkspace) {
+				return nil
+			}
+			panic(fmt.Sprintf("rules: built-in pattern %q: %v", pattern, err))
+		}
+		b.fail(src.File, src.Line, src.Key, "%v", err)
+		return nil
+	}
+	globs, err := ParsePattern(expanded)
+	if err != nil {
+		var ge *GlobError
+		if errors.As(err, &ge) {
+			msg := ge.Msg
+			if expanded != pattern {
+				msg = fmt.Sprintf("%s (expanded to %q)", msg, expanded)
+			}
+			b.fail(src.File, src.Line, src.Key, "%q %s", pattern, msg)
+		} else {
+			b.fail(src.File, src.Line, src.Key, "%q: %v", pattern, err)
+		}
+		return nil
+	}
+	if src.Origin != OriginBuiltin && src.Origin != OriginPreset {
+		for _, g := range globs {
+			if pp := perProcessPrefix(g.Text); pp != "" {
+				b.fail(src.File, src.Line, src.Key, "%q is under %s, which every process resolves to itself; a rule there would bind to the launcher, not the agent. Name the real path instead", pattern, pp)
+				return nil
+			}
+		}
+		if kind == KindTier && tier == Write {
+			for _, g := range globs {
+				if g.Text == "/**" || g.Text == "**/*" {
+					b.warn(src, "%q grants write access to the whole filesystem", pattern)
+				}
+			}
+		}
+	}
+	r := &Rule{Pattern: pattern, Expanded: expanded, Globs: globs, Kind: kind, Tier: tier, Note: note, Source: src}
+	b.pol.Rules = append(b.pol.Rules, r)
+	return r
+}
+
+func perProcessPrefix(glob string) string {
+	for _, p := range perProcessPaths {
+		if glob == p || strings.HasPrefix(glob, p+"/") {
+			return p
+		}
+	}
+	return ""
+}
+
+func (b *builder) addBuiltins() {
+	deny := func(pattern, note, layer string) {
+		if r := b.addRule(pattern, KindTier, Deny, note, Source{Origin: OriginBuiltin, Key: layer}); r != nil {
+			b.builtins = append(b.builtins, r)
+		}
+	}
+	for _, e := range credentialDirs {
+		deny(e.pattern, e.note, layerDenylist)
+	}
+	// Name patterns apply under the home directory and the workspace; a
+	// workspace inside the home directory is already covered.
+	roots := []string{"~/**/"}
+	if ws := b.opts.Workspace; ws != "" && ws != b.opts.Home && !strings.HasPrefix(ws, strings.TrimSuffix(b.opts.Home, "/")+"/") {
+		roots = append(roots, "<workspace>/**/")
+	}
+	for _, e := range credentialNames {
+		for _, root := range roots {
+			deny(root+e.pattern, e.note, layerDenylist)
+		}
+	}
+	for _, e := range systemSecrets {
+		deny(e.pattern, e.note, layerDenylist)
+	}
+	// The launcher's own files: literal paths, escaped.
+	lp := b.opts.Launcher
+	launcher := func(p string, tree bool, kind Kind, note string) {
+		if p == "" {
+			return
+		}
+		if !path.IsAbs(p) {
+			b.fail("", 0, "launcher", "launcher path %q is not absolute", p)
+			return
+		}
+		pat := EscapeLiteral(path.Clean(p))
+		if tree {
+			pat = strings.TrimSuffix(pat, "/") + "/**"
+		}
+		tier := Deny
+		if kind == KindWriteProtect {
+			tier = Read
+		}
+		r := &Rule{Pattern: pat, Expanded: pat, Kind: kind, Tier: tier, Note: note, Source: Source{Origin: OriginBuiltin, Key: layerLauncher}}
+		globs, err := ParsePattern(pat)
+		if err != nil {
+			b.fail("", 0, "launcher", "launcher path %q cannot be protected: %v", p, err)
+			return
+		}
+		r.Globs = globs
+		b.pol.Rules = append(b.pol.Rules, r)
+		b.launcher = append(b.launcher, globs...)
+	}
+	for _, f := range lp.ConfigFiles {
+		launcher(f, false, KindTier, "the launcher's policy")
+	}
+	launcher(lp.ConfigDir, true, KindTier, "the launcher's configuration")
+	launcher(lp.AgentsDir, true, KindTier, "the launcher's agent policies")
+	launcher(lp.StateDir, true, KindTier, "the launcher's state")
+	launcher(lp.RuntimeDir, true, KindTier, "the launcher's approval sockets")
+	launcher(lp.AuditLog, false, KindTier, "the launcher's audit log")
+	launcher(lp.Executable, false, KindWriteProtect, "the launcher's own executable")
+
+	wp := func(pattern, note string) {
+		if r := b.addRule(pattern, KindWriteProtect, Read, note, Source{Origin: OriginBuiltin, Key: layerWriteProtect}); r != nil {
+			b.builtins = append(b.builtins, r)
+		}
+	}
+	for _, e := range writeProtectHome {
+		wp(e.pattern, e.note)
+	}
+	for _, e := range writeProtectNames {
+		for _, root := range roots {
+			wp(root+e.pattern, e.note)
+		}
+	}
+}
+
+func (b *builder) addExceptions(vals []string, f field) {
+	for i, v := range vals {
+		src := f.source(fmt.Sprintf("[%d]", i))
+		expanded, err := b.expand(v)
+		if err != nil {
+			b.fail(src.File, src.Line, src.Key, "%v", err)
+			continue
+		}
+		if HasMeta(expanded) || strings.HasPrefix(expanded, "**/") {
+			b.fail(src.File, src.Line, src.Key, "%q is a pattern; an exception names one exact path", v)
+			continue
+		}
+		if !path.IsAbs(expanded) || path.Clean(expanded) != expanded {
+			b.fail(src.File, src.Line, src.Key, "%q is not a clean absolute path", v)
+			continue
+		}
+		literal := unescape(expanded)
+		for _, g := range b.launcher {
+			if ok, _ := doublestar.Match(g.Text, literal); ok {
+				b.fail(src.File, src.Line, src.Key, "%q is one of the launcher's own files; they cannot be excepted", v)
+				literal = ""
+				break
+			}
+		}
+		if literal == "" {
+			continue
+		}
+		var lifted []string
+		for _, r := range b.builtins {
+			for _, g := range r.Globs {
+				if ok, _ := doublestar.Match(g.Text, literal); ok {
+					lifted = append(lifted, r.Pattern)
+					break
+				}
+			}
+		}
+		if len(lifted) == 0 {
+			b.warn(src, "%q matches no built-in rule, so the exception does nothing", v)
+		} else {
+			b.warn(src, "lifts the built-in %s at %s", strings.Join(lifted, ", "), literal)
+		}
+		globs, err := ParsePattern(expanded)
+		if err != nil {
+			b.fail(src.File, src.Line, src.Key, "%q: %v", v, err)
+			continue
+		}
+		b.pol.Rules = append(b.pol.Rules, &Rule{Pattern: v, Expanded: expanded, Globs: globs, Kind: KindException, Tier: Deny, Source: src})
+	}
+}
+
+func (b *builder) addConnects(vals []string, f field) {
+	for i, v := range vals {
+		src := f.source(fmt.Sprintf("[%d]", i))
+		if name, ok := strings.CutPrefix(v, "@"); ok {
+			if name == "" || strings.ContainsRune(name, 0) || len(name) > 107 {
+				b.fail(src.File, src.Line, src.Key, "%q is not an abstract socket name; write \"@name\" with 1 to 107 bytes", v)
+				continue
+			}
+			b.pol.Connect = append(b.pol.Connect, Connect{Value: v, Abstract: true, Source: src})
+			continue
+		}
+		expanded, err := b.expand(v)
+		if err != nil {
+			b.fail(src.File, src.Line, src.Key, "%v", err)
+			continue
+		}
+		if HasMeta(expanded) || !path.IsAbs(expanded) || path.Clean(expanded) != expanded {
+			b.fail(src.File, src.Line, src.Key, "%q is not an exact absolute socket path or an \"@abstract\" name", v)
+			continue
+		}
+		b.pol.Connect = append(b.pol.Connect, Connect{Value: unescape(expanded), Source: src})
+	}
+}
+
+// unescape removes the backslash escapes EscapeLiteral adds.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+var errNoWorkspace = errors.New("no workspace")
+
+var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// expand replaces "~" and "<workspace>" at the start of a pattern and
+// ${VAR} anywhere, escaping what they expand to, and rewrites a trailing
+// "/" as "/**".
+func (b *builder) expand(pattern string) (string, error) {
+	var out strings.Builder
+	rest := pattern
+	switch {
+	case rest == "~" || strings.HasPrefix(rest, "~/"):
+		out.WriteString(EscapeLiteral(b.opts.Home))
+		rest = rest[1:]
+	case strings.HasPrefix(rest, "~"):
+		return "", fmt.Errorf("%q: \"~user\" is not supported; write the absolute path", pattern)
+	case rest == "<workspace>" || strings.HasPrefix(rest, "<workspace>/"):
+		if b.opts.Workspace == "" {
+			return "", fmt.Errorf("%q uses <workspace>, but there is no workspace; pass --workspace DIR: %w", pattern, errNoWorkspace)
+		}
+		out.WriteString(EscapeLiteral(b.opts.Workspace))
+		rest = rest[len("<workspace>"):]
+	}
+	if strings.Contains(rest, "<workspace>") {
+		return "", fmt.Errorf("%q: <workspace> may only begin a pattern (\"<workspace>/...\")", pattern)
+	}
+	for rest != "" {
+		i := strings.IndexByte(rest, '$')
+		if i < 0 {
+			out.WriteString(rest)
+			break
+		}
+		out.WriteString(rest[:i])
+		rest = rest[i:]
+		switch {
+		case strings.HasPrefix(rest, "$$"):
+			out.WriteString("$")
+			rest = rest[2:]
+		case strings.HasPrefix(rest, "${"):
+			end := strings.IndexByte(rest, '}')
+			if end < 0 {
+				return "", fmt.Errorf("%q: \"${\" is never closed with \"}\"", pattern)
+			}
+			name := rest[2:end]
+			if !varNameRe.MatchString(name) {
+				return "", fmt.Errorf("%q: ${%s} is not a variable name", pattern, name)
+			}
+			val, ok := "", false
+			if b.opts.LookupEnv != nil {
+				val, ok = b.opts.LookupEnv(name)
+			}
+			if !ok {
+				return "", fmt.Errorf("%q uses ${%s}, which is not set; set it or remove the rule", pattern, name)
+			}
+			if val == "" {
+				return "", fmt.Errorf("%q uses ${%s}, which is empty; set it or remove the rule", pattern, name)
+			}
+			rest = rest[end+1:]
+			if strings.HasPrefix(rest, "/") {
+				val = strings.TrimRight(val, "/")
+			}
+			out.WriteString(EscapeLiteral(val))
+		default:
+			return "", fmt.Errorf("%q: a \"$\" must start ${VAR}; write \"$$\" for a literal \"$\"", pattern)
+		}
+	}
+	s := out.String()
+	if strings.HasSuffix(s, "/") && !strings.HasSuffix(s, `\/`) {
+		s += "**"
+	}
+	return s, nil
+}

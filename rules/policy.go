@@ -1,0 +1,176 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind says what a Rule does.
+type Kind uint8
+
+const (
+	// KindTier gives matching paths its Tier (deny_paths, prompt_paths,
+	// prompt_write_paths, read_paths, write_paths, presets, the built-in
+	// denylist).
+	KindTier Kind = iota
+	// KindWriteProtect caps matching paths at the read tier: a path the
+	// policy makes writable becomes read-only (the built-in write
+	// protection). Prompt tiers are left as they are.
+	KindWriteProtect
+	// KindExec allows execve of matching paths (exec_paths). When a policy
+	// has any exec rule, nothing else may be executed.
+	KindExec
+	// KindException lifts the built-in lists at exactly one path
+	// (builtin_exceptions, global file only).
+	KindException
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindTier:
+		return "tier"
+	case KindWriteProtect:
+		return "write-protect"
+	case KindExec:
+		return "exec"
+	case KindException:
+		return "exception"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Origin says which layer a rule came from.
+type Origin uint8
+
+const (
+	// OriginBuiltin: the built-in denylist or write protection.
+	OriginBuiltin Origin = iota
+	// OriginPreset: a named preset the policy asked for.
+	OriginPreset
+	// OriginGlobal: the global policy file (or the embedded default policy).
+	OriginGlobal
+	// OriginAgent: the agent's overlay.
+	OriginAgent
+)
+
+func (o Origin) String() string {
+	switch o {
+	case OriginBuiltin:
+		return "built-in"
+	case OriginPreset:
+		return "preset"
+	case OriginGlobal:
+		return "global"
+	case OriginAgent:
+		return "agent"
+	}
+	return fmt.Sprintf("Origin(%d)", uint8(o))
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (o Origin) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Source says where a rule or setting was written.
+type Source struct {
+	Origin Origin `json:"origin"`
+	// File is the policy file, EmbeddedName for the embedded default
+	// policy, or "" for built-in rules and defaults.
+	File string `json:"file,omitempty"`
+	// Line is 1-based, or 0 when unknown (built-ins, defaults).
+	Line int `json:"line,omitempty"`
+	// Key is the TOML key, with the element index for list entries
+	// ("file_policy.write_paths[0]"), or the built-in list's name.
+	Key string `json:"key"`
+}
+
+// String returns "file:line: key", or the built-in list's name.
+func (s Source) String() string {
+	switch {
+	case s.File == "":
+		return s.Key
+	case s.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", s.File, s.Line, s.Key)
+	}
+	return fmt.Sprintf("%s: %s", s.File, s.Key)
+}
+
+// Rule is one pattern of a compiled policy.
+type Rule struct {
+	// Pattern is the pattern as written ("~/.ssh/**", "<workspace>/**").
+	Pattern string `json:"pattern"`
+	// Expanded is Pattern after expansion of "~", "<workspace>", ${VAR}
+	// and a trailing "/"; Globs are its brace alternatives.
+	Expanded string `json:"expanded"`
+	Globs    []Glob `json:"-"`
+	Kind     Kind   `json:"kind"`
+	// Tier is the tier a KindTier rule gives; Read for write protection.
+	Tier Tier `json:"tier"`
+	// Note says why a built-in or preset rule exists.
+	Note   string `json:"note,omitempty"`
+	Source Source `json:"source"`
+}
+
+// Exceptable reports whether builtin_exceptions may lift r: the built-in
+// denylist and write protection, but not the launcher's own files.
+func (r *Rule) Exceptable() bool {
+	return r.Source.Origin == OriginBuiltin && r.Source.Key != layerLauncher
+}
+
+// Connect is one connect_paths entry.
+type Connect struct {
+	// Value is an absolute socket path, or an abstract name starting with "@".
+	Value    string `json:"value"`
+	Abstract bool   `json:"abstract"`
+	Source   Source `json:"source"`
+}
+
+// Warning is a problem that does not stop the policy from loading.
+type Warning struct {
+	Source Source `json:"source"`
+	Msg    string `json:"message"`
+}
+
+func (w Warning) String() string { return w.Source.String() + ": " + w.Msg }
+
+// Policy is a loaded, validated and layered policy for one agent (or the
+// global policy when Agent is ""). Its rules are fully expanded; tiers
+// compiles it. A Policy is not modified after Load returns and is safe for
+// concurrent reads.
+type Policy struct {
+	Agent     string   `json:"agent,omitempty"`
+	Files     []string `json:"files"`
+	Home      string   `json:"home"`
+	Workspace string   `json:"workspace,omitempty"`
+
+	Default          Tier       `json:"default"`
+	DefaultSource    Source     `json:"default_source"`
+	Precedence       Precedence `json:"precedence"`
+	PrecedenceSource Source     `json:"precedence_source"`
+	Presets          []string   `json:"presets"`
+
+	// Rules holds every rule of every kind: built-ins first, then presets,
+	// then the global file, then the overlay, each in file order.
+	Rules []*Rule `json:"rules"`
+
+	Connect []Connect `json:"connect_paths"`
+	Env     EnvPolicy `json:"env"`
+
+	PromptTimeout       time.Duration `json:"prompt_timeout_ns"`
+	PromptTimeoutSource Source        `json:"prompt_timeout_source"`
+
+	Warnings []Warning `json:"warnings"`
+}
+
+// ExecRestricted reports whether the policy has exec_paths, so that only
+// paths they match may be executed.
+func (p *Policy) ExecRestricted() bool {
+	for _, r := range p.Rules {
+		if r.Kind == KindExec {
+			return true
+		}
+	}
+	return false
+}
