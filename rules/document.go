@@ -17,9 +17,9 @@ import (
 // (replace); go-toml decodes in strict mode, so an unknown key is an error.
 
 type fileDoc struct {
-	FilePolicy *filePolicyDoc        `toml:"file_policy"`
-	Env        *envDoc               `toml:"env"`
-	Prompt     *promptDoc            `toml:"prompt"`
+	FilePolicy *filePolicyDoc       `toml:"file_policy"`
+	Env        *envDoc              `toml:"env"`
+	Prompt     *promptDoc           `toml:"prompt"`
 	Agents     map[string]*agentDoc `toml:"agents"`
 }
 

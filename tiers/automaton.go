@@ -50,11 +50,11 @@ type nfaNode struct {
 
 // automaton is immutable after compile and safe for concurrent use.
 type automaton struct {
-	ncls     int
-	slash    uint16
-	ascii    [utf8.RuneSelf]uint16
-	hiLo     []rune   // sorted starts of the non-ASCII intervals
-	hiCls    []uint16 // class of each interval
+	ncls  int
+	slash uint16
+	ascii [utf8.RuneSelf]uint16
+	hiLo  []rune   // sorted starts of the non-ASCII intervals
+	hiCls []uint16 // class of each interval
 	// trans holds one row of ncls+1 cells per state: the index of the
 	// state's accept set in sets, then the next state of every class. A
 	// state is named by the offset of its second cell (state*(ncls+1)+1),
