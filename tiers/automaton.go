@@ -62,6 +62,7 @@ type automaton struct {
 	// is trans[st-1].
 	trans    []uint32
 	start    uint32   // offset of the start state
+	sinkFrom uint32   // offsets from here on are sinks: every class loops back
 	accepts  []uint32 // state number -> index into sets
 	sets     [][]int32
 	nstates  int
@@ -81,7 +82,8 @@ func (a *automaton) classOf(r rune) uint16 {
 func (a *automaton) run(s string) uint32 {
 	st := a.start
 	trans := a.trans
-	for i := 0; i < len(s); {
+	sink := a.sinkFrom
+	for i := 0; i < len(s) && st < sink; {
 		c := s[i]
 		var cls uint16
 		if c < utf8.RuneSelf {
@@ -402,5 +404,48 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet) (*automaton,
 	}
 	a.start = startState*width + 1
 	a.nstates = len(sets)
+	a.sinksLast(width)
 	return a, nil
+}
+
+// sinksLast renumbers the states so that sinks (states every class leads
+// back to: the dead state, the inside of a "/**" that nothing deeper
+// refines) come last, and run can stop as soon as it reaches one.
+func (a *automaton) sinksLast(width uint32) {
+	n := uint32(a.nstates)
+	isSink := make([]bool, n)
+	var order []uint32
+	for st := range n {
+		row := a.trans[st*width+1 : (st+1)*width]
+		self := st*width + 1
+		isSink[st] = !slices.ContainsFunc(row, func(to uint32) bool { return to != self })
+		if !isSink[st] {
+			order = append(order, st)
+		}
+	}
+	firstSink := uint32(len(order))
+	for st := range n {
+		if isSink[st] {
+			order = append(order, st)
+		}
+	}
+	newOf := make([]uint32, n) // old state -> new state
+	for nw, old := range order {
+		newOf[old] = uint32(nw)
+	}
+	off := func(old uint32) uint32 { return newOf[old]*width + 1 }
+	trans := make([]uint32, len(a.trans))
+	accepts := make([]uint32, n)
+	for nw, old := range order {
+		src := a.trans[uint32(old)*width : (uint32(old)+1)*width]
+		dst := trans[uint32(nw)*width : (uint32(nw)+1)*width]
+		dst[0] = src[0]
+		for c := 1; c < len(src); c++ {
+			dst[c] = off((src[c] - 1) / width)
+		}
+		accepts[nw] = a.accepts[old]
+	}
+	a.trans, a.accepts = trans, accepts
+	a.start = off((a.start - 1) / width)
+	a.sinkFrom = firstSink*width + 1
 }

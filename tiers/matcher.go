@@ -12,39 +12,52 @@ import (
 // Matcher is a compiled policy. It is immutable and safe for concurrent use
 // by any number of goroutines.
 //
-// The rules compile into up to three automata, because running a union of
-// independent pattern groups costs nothing per byte but multiplies their
-// states: tier rules (with exceptions) decide every call; the write
-// protection runs only for paths whose tier is write; exec_paths only for
-// OpExec when the policy has them.
+// The glob alternatives compile into two automata. Running a union of
+// patterns costs nothing per byte but multiplies the states of patterns
+// that stay active side by side, and "**/" keeps a pattern active for the
+// rest of the path: ten thousand project trees under the home directory
+// times the built-in "~/**/.env"-style names would not fit. So patterns
+// with a "**/" (deep: the built-in names, "**/x") go into one automaton
+// and the rest (flat: literal trees, "*" within segments, trailing "/**")
+// into the other, whose states grow like a trie. Decide runs both, each
+// stopping early once its answer cannot change, and takes the winner by
+// precedence rank.
 type Matcher struct {
-	pol  *rules.Policy
-	alts []alt
-	tier part
-	wp   part
-	exec part
+	pol   *rules.Policy
+	alts  []alt
+	rank  []int32 // per alternative; lower wins among KindTier
+	spec  []int32 // per alternative: specificity, higher wins among KindWriteProtect
+	parts [2]part // flat, deep
 
-	// tierRes holds, per tier accept set, the decision of every op, and in
-	// slot numOps the OpExec decision when exec_paths matches nothing.
-	tierRes [][numOps + 1]Decision
-	tierOut []outcome
-	// wpRes holds, per write-protection accept set, the capped decisions,
-	// or nil where no write protection applies.
-	wpRes []*[numOps]Decision
-	wpOut []int32
-	// execOK says, per exec accept set, whether an exec rule matched.
-	execOK         []bool
+	// altRes holds, per KindTier alternative, the decision of every op,
+	// and in slot numOps the OpExec decision when exec_paths matches
+	// nothing; dfltRes the same for the default tier.
+	altRes  []*[numOps + 1]Decision
+	dfltRes [numOps + 1]Decision
+	// capRes holds, per KindWriteProtect alternative, the decisions of a
+	// write-tier path it makes read-only.
+	capRes []*[numOps]Decision
+
 	execRestricted bool
-
-	invalid [numOps]Decision
-	dflt    *rules.Rule
-	unused  []Unused
+	invalid        [numOps]Decision
+	dflt           *rules.Rule
+	unused         []Unused
 }
 
-// part is one automaton and the global ids of its alternatives.
+// part is one automaton, the global ids of its alternatives and what each
+// of its accept sets resolves to.
 type part struct {
-	a   *automaton
-	ids []int32 // local alternative -> index into Matcher.alts
+	a    *automaton
+	ids  []int32 // local alternative -> index into Matcher.alts
+	sums []summary
+}
+
+// summary is what one accept set contributes to a decision.
+type summary struct {
+	tier, tierNX int32 // best KindTier alternative; best one an exception cannot lift; -1 for none
+	wp, wpNX     int32 // most specific KindWriteProtect alternative, likewise
+	exec         bool  // a KindExec alternative matched
+	except       bool  // a KindException alternative matched: the path is excepted
 }
 
 // set returns the global alternative ids of accept set i.
@@ -57,17 +70,20 @@ func (p *part) set(i uint32) []int32 {
 	return out
 }
 
+// lookup returns the summary of path's accept set.
+func (p *part) lookup(path string) *summary {
+	return &p.sums[p.a.acceptSet(p.a.run(path))]
+}
+
 // alt is one glob alternative of one rule.
 type alt struct {
 	rule *rules.Rule
 	glob *rules.Glob
-	rank int // lower wins; only meaningful among KindTier alternatives
 }
 
-// outcome is what a tier accept set resolves to.
-type outcome struct {
-	tier   int32 // winning KindTier alternative, or -1 for the default
-	except bool  // an exception lifted the built-in lists here
+// deep reports whether a glob goes to the deep automaton.
+func deep(g *rules.Glob) bool {
+	return slices.ContainsFunc(g.Tokens, func(t rules.Token) bool { return t.Kind == rules.TokDirs })
 }
 
 // Compile compiles p into a Matcher. It fails only when the patterns are too
@@ -76,57 +92,54 @@ type outcome struct {
 func Compile(p *rules.Policy) (*Matcher, error) {
 	m := &Matcher{pol: p, execRestricted: p.ExecRestricted()}
 	m.dflt = &rules.Rule{Pattern: "(default)", Expanded: "(default)", Kind: rules.KindTier, Tier: p.Default, Source: p.DefaultSource}
-	var tierG, wpG, execG []rules.Glob
+	var globs [2][]rules.Glob
 	for _, r := range p.Rules {
 		for i := range r.Globs {
 			id := int32(len(m.alts))
-			m.alts = append(m.alts, alt{rule: r, glob: &r.Globs[i]})
-			g := r.Globs[i]
-			switch r.Kind {
-			case rules.KindTier:
-				m.tier.ids, tierG = append(m.tier.ids, id), append(tierG, g)
-			case rules.KindWriteProtect:
-				m.wp.ids, wpG = append(m.wp.ids, id), append(wpG, g)
-			case rules.KindExec:
-				m.exec.ids, execG = append(m.exec.ids, id), append(execG, g)
-			case rules.KindException:
-				m.tier.ids, tierG = append(m.tier.ids, id), append(tierG, g)
-				m.wp.ids, wpG = append(m.wp.ids, id), append(wpG, g)
+			g := &r.Globs[i]
+			m.alts = append(m.alts, alt{rule: r, glob: g})
+			k := 0
+			if deep(g) {
+				k = 1
 			}
+			m.parts[k].ids = append(m.parts[k].ids, id)
+			globs[k] = append(globs[k], *g)
 		}
 	}
-	m.rank(p.Precedence)
-	var err error
-	for _, c := range []struct {
-		p *part
-		g []rules.Glob
-	}{{&m.tier, tierG}, {&m.wp, wpG}, {&m.exec, execG}} {
-		if c.p.a, err = compileAutomaton(c.g); err != nil {
+	m.ranks(p.Precedence)
+	for k := range m.parts {
+		a, err := compileAutomaton(globs[k])
+		if err != nil {
 			if culprit := m.complexRule(); culprit != nil {
 				return nil, fmt.Errorf("%w: %s: %q", err, culprit.Source, culprit.Pattern)
 			}
 			return nil, err
 		}
-	}
-	m.tierRes = make([][numOps + 1]Decision, len(m.tier.a.sets))
-	m.tierOut = make([]outcome, len(m.tier.a.sets))
-	for i := range m.tier.a.sets {
-		o := m.resolveTier(m.tier.set(uint32(i)))
-		m.tierOut[i] = o
-		m.tierRes[i] = m.tierDecisions(o)
-	}
-	m.wpRes = make([]*[numOps]Decision, len(m.wp.a.sets))
-	m.wpOut = make([]int32, len(m.wp.a.sets))
-	for i := range m.wp.a.sets {
-		m.wpOut[i] = m.resolveWP(m.wp.set(uint32(i)))
-		if m.wpOut[i] >= 0 {
-			d := m.cappedDecisions(m.alts[m.wpOut[i]].rule)
-			m.wpRes[i] = &d
+		pt := &m.parts[k]
+		pt.a = a
+		pt.sums = make([]summary, len(a.sets))
+		for i := range a.sets {
+			pt.sums[i] = m.summarize(pt.set(uint32(i)))
 		}
 	}
-	m.execOK = make([]bool, len(m.exec.a.sets))
-	for i, set := range m.exec.a.sets {
-		m.execOK[i] = len(set) > 0
+	m.dfltRes = tierDecisions(m.dflt, tierWhy(m.dflt, true))
+	m.altRes = make([]*[numOps + 1]Decision, len(m.alts))
+	m.capRes = make([]*[numOps]Decision, len(m.alts))
+	byRule := map[*rules.Rule]int{} // alternatives of one rule share their decisions
+	for id, a := range m.alts {
+		if first, ok := byRule[a.rule]; ok {
+			m.altRes[id], m.capRes[id] = m.altRes[first], m.capRes[first]
+			continue
+		}
+		byRule[a.rule] = id
+		switch a.rule.Kind {
+		case rules.KindTier:
+			d := tierDecisions(a.rule, tierWhy(a.rule, false))
+			m.altRes[id] = &d
+		case rules.KindWriteProtect:
+			d := cappedDecisions(a.rule)
+			m.capRes[id] = &d
+		}
 	}
 	for op := range numOps {
 		m.invalid[op] = Decision{Op: op, Verdict: Denied, Tier: Deny, Rule: m.dflt,
@@ -164,18 +177,20 @@ type Stats struct {
 // Stats returns the size of the compiled automata, summed.
 func (m *Matcher) Stats() Stats {
 	s := Stats{Rules: len(m.pol.Rules), Alternatives: len(m.alts)}
-	for _, p := range []*part{&m.tier, &m.wp, &m.exec} {
-		s.NFANodes += p.a.nfaNodes
-		s.States += p.a.nstates
-		s.Classes += p.a.ncls
-		s.AcceptSets += len(p.a.sets)
-		s.TableBytes += len(p.a.trans) * 4
+	for i := range m.parts {
+		a := m.parts[i].a
+		s.NFANodes += a.nfaNodes
+		s.States += a.nstates
+		s.Classes += a.ncls
+		s.AcceptSets += len(a.sets)
+		s.TableBytes += len(a.trans) * 4
 	}
 	return s
 }
 
-// rank orders the KindTier alternatives: lower rank wins.
-func (m *Matcher) rank(prec rules.Precedence) {
+// ranks orders the alternatives: rank for KindTier (lower wins), spec for
+// KindWriteProtect (higher is more specific).
+func (m *Matcher) ranks(prec rules.Precedence) {
 	order := make([]int, len(m.alts))
 	for i := range order {
 		order[i] = i
@@ -198,8 +213,11 @@ func (m *Matcher) rank(prec rules.Precedence) {
 		}
 		return cmp.Or(specific(x, y), cmp.Compare(x.rule.Tier, y.rule.Tier))
 	})
+	m.rank = make([]int32, len(m.alts))
+	m.spec = make([]int32, len(m.alts))
 	for r, i := range order {
-		m.alts[i].rank = r
+		m.rank[i] = int32(r)
+		m.spec[i] = int32(len(order) - r)
 	}
 }
 
@@ -213,64 +231,51 @@ func boolCmp(a, b bool) int {
 	return 1
 }
 
-// resolveTier picks the winning tier rule of one accept set.
-func (m *Matcher) resolveTier(set []int32) outcome {
-	o := outcome{tier: -1}
-	for _, id := range set {
-		if m.alts[id].rule.Kind == rules.KindException {
-			o.except = true
-		}
-	}
+// summarize resolves one accept set.
+func (m *Matcher) summarize(set []int32) summary {
+	s := summary{tier: -1, tierNX: -1, wp: -1, wpNX: -1}
 	for _, id := range set {
 		a := m.alts[id]
-		if a.rule.Kind != rules.KindTier || o.except && a.rule.Exceptable() {
-			continue
-		}
-		if o.tier < 0 || a.rank < m.alts[o.tier].rank {
-			o.tier = id
+		switch a.rule.Kind {
+		case rules.KindException:
+			s.except = true
+		case rules.KindExec:
+			s.exec = true
+		case rules.KindTier:
+			s.tier = m.better(s.tier, id)
+			if !a.rule.Exceptable() {
+				s.tierNX = m.better(s.tierNX, id)
+			}
+		case rules.KindWriteProtect:
+			s.wp = m.moreSpecific(s.wp, id)
+			if !a.rule.Exceptable() {
+				s.wpNX = m.moreSpecific(s.wpNX, id)
+			}
 		}
 	}
-	return o
+	return s
 }
 
-// resolveWP picks the most specific write-protection rule of one accept set,
-// or -1.
-func (m *Matcher) resolveWP(set []int32) int32 {
-	except := false
-	for _, id := range set {
-		if m.alts[id].rule.Kind == rules.KindException {
-			except = true
-		}
+// better returns the KindTier alternative of lower rank; -1 is none.
+func (m *Matcher) better(x, y int32) int32 {
+	if x < 0 || y >= 0 && m.rank[y] < m.rank[x] {
+		return y
 	}
-	best := int32(-1)
-	for _, id := range set {
-		a := m.alts[id]
-		if a.rule.Kind != rules.KindWriteProtect || except && a.rule.Exceptable() {
-			continue
-		}
-		if best < 0 || moreSpecific(a, m.alts[best]) {
-			best = id
-		}
-	}
-	return best
+	return x
 }
 
-func moreSpecific(x, y alt) bool {
-	if x.glob.LiteralSegments != y.glob.LiteralSegments {
-		return x.glob.LiteralSegments > y.glob.LiteralSegments
+// moreSpecific returns the more specific KindWriteProtect alternative.
+func (m *Matcher) moreSpecific(x, y int32) int32 {
+	if x < 0 || y >= 0 && m.spec[y] > m.spec[x] {
+		return y
 	}
-	return len(x.glob.Text) > len(y.glob.Text)
+	return x
 }
 
-// tierDecisions precomputes the answer of every operation for one tier
-// outcome, and in slot numOps the OpExec answer when exec_paths is set and
+// tierDecisions precomputes the answer of every operation under a tier
+// rule, and in slot numOps the OpExec answer when exec_paths is set and
 // matches nothing.
-func (m *Matcher) tierDecisions(o outcome) [numOps + 1]Decision {
-	rule := m.dflt
-	if o.tier >= 0 {
-		rule = m.alts[o.tier].rule
-	}
-	why := tierWhy(rule, o.tier < 0)
+func tierDecisions(rule *rules.Rule, why string) [numOps + 1]Decision {
 	var out [numOps + 1]Decision
 	for op := range numOps {
 		out[op] = decision(op, rule.Tier, rule, why)
@@ -281,7 +286,7 @@ func (m *Matcher) tierDecisions(o outcome) [numOps + 1]Decision {
 
 // cappedDecisions precomputes the answers for a write-tier path that the
 // write protection rule wp makes read-only.
-func (m *Matcher) cappedDecisions(wp *rules.Rule) [numOps]Decision {
+func cappedDecisions(wp *rules.Rule) [numOps]Decision {
 	why := fmt.Sprintf("write tier capped at read by %s", ruleRef(wp))
 	var out [numOps]Decision
 	for op := range numOps {
@@ -323,17 +328,25 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 	if op >= numOps || !canonical(path) {
 		return m.invalid[op%numOps]
 	}
-	res := &m.tierRes[m.tier.a.acceptSet(m.tier.a.run(path))]
-	d := &res[op]
-	if d.Tier == Write && len(m.wp.ids) > 0 {
-		if c := m.wpRes[m.wp.a.acceptSet(m.wp.a.run(path))]; c != nil {
-			d = &c[op]
+	f, d := m.parts[0].lookup(path), m.parts[1].lookup(path)
+	t1, t2, w1, w2 := f.tier, d.tier, f.wp, d.wp
+	if f.except || d.except {
+		t1, t2, w1, w2 = f.tierNX, d.tierNX, f.wpNX, d.wpNX
+	}
+	res := &m.dfltRes
+	if t := m.better(t1, t2); t >= 0 {
+		res = m.altRes[t]
+	}
+	dec := &res[op]
+	if dec.Tier == Write {
+		if w := m.moreSpecific(w1, w2); w >= 0 {
+			dec = &m.capRes[w][op]
 		}
 	}
-	if op == OpExec && m.execRestricted && d.Verdict != Denied && !m.execOK[m.exec.a.acceptSet(m.exec.a.run(path))] {
-		d = &res[numOps]
+	if op == OpExec && m.execRestricted && dec.Verdict != Denied && !f.exec && !d.exec {
+		dec = &res[numOps]
 	}
-	return *d
+	return *dec
 }
 
 // DecideRename returns the decision for renaming src to dst: OpDelete at src
@@ -347,7 +360,9 @@ func (m *Matcher) DecideRename(src, dst string) Decision {
 	return d
 }
 
-// canonical reports whether p is a canonical absolute path.
+// canonical reports whether p is a canonical absolute path: it starts with
+// "/", has no empty, "." or ".." segment, no trailing "/" (unless it is "/")
+// and no NUL byte. The substring searches are vectorized.
 func canonical(p string) bool {
 	if len(p) == 0 || p[0] != '/' {
 		return false
@@ -355,28 +370,11 @@ func canonical(p string) bool {
 	if len(p) == 1 {
 		return true
 	}
-	if p[len(p)-1] == '/' {
+	if p[len(p)-1] == '/' || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") {
 		return false
 	}
-	seg := 0 // length of the current segment
-	dots := 0
-	for i := 1; i < len(p); i++ {
-		switch p[i] {
-		case '/':
-			if seg == 0 || seg == dots && dots <= 2 {
-				return false
-			}
-			seg, dots = 0, 0
-		case '.':
-			seg++
-			dots++
-		case 0:
-			return false
-		default:
-			seg++
-		}
-	}
-	return !(seg == dots && dots <= 2)
+	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
+		strings.IndexByte(p, 0) < 0
 }
 
 // Match is one rule that matches a path, for Explain.
@@ -397,22 +395,24 @@ type Explanation struct {
 	Matches  []Match  `json:"matches"`
 }
 
-// Explain is Decide with the evidence: every matching rule, in precedence
-// order. It allocates; use Decide on hot paths.
+// Explain is Decide with the evidence: every matching rule, tier rules in
+// precedence order first. It allocates; use Decide on hot paths.
 func (m *Matcher) Explain(path string, op Op) Explanation {
 	e := Explanation{Path: path, Decision: m.Decide(path, op)}
 	if op >= numOps || !canonical(path) {
 		return e
 	}
-	ti := m.tier.a.acceptSet(m.tier.a.run(path))
-	o := m.tierOut[ti]
-	set := m.tier.set(ti)
-	lifted := o.except
-	set = append(set, m.wp.set(m.wp.a.acceptSet(m.wp.a.run(path)))...)
-	set = append(set, m.exec.set(m.exec.a.acceptSet(m.exec.a.run(path)))...)
+	var set []int32
+	lifted := false
+	for i := range m.parts {
+		pt := &m.parts[i]
+		idx := pt.a.acceptSet(pt.a.run(path))
+		set = append(set, pt.set(idx)...)
+		lifted = lifted || pt.sums[idx].except
+	}
 	slices.SortStableFunc(set, func(i, j int32) int {
 		x, y := m.alts[i], m.alts[j]
-		return cmp.Or(cmp.Compare(x.rule.Kind, y.rule.Kind), cmp.Compare(x.rank, y.rank))
+		return cmp.Or(cmp.Compare(x.rule.Kind, y.rule.Kind), cmp.Compare(m.rank[i], m.rank[j]))
 	})
 	seen := map[*rules.Rule]bool{}
 	for _, id := range set {
@@ -457,24 +457,27 @@ type Unused struct {
 func (m *Matcher) Unused() []Unused { return m.unused }
 
 func (m *Matcher) findUnused() {
+	// A rule that is never the best of its own automaton's accept sets can
+	// never win overall, since Decide takes the best of the two.
 	effective := map[*rules.Rule]bool{}
 	shadow := map[*rules.Rule]*rules.Rule{}
-	for i := range m.tier.a.sets {
-		o := m.tierOut[i]
-		if o.tier < 0 {
-			continue
-		}
-		winner := m.alts[o.tier].rule
-		effective[winner] = true
-		for _, id := range m.tier.set(uint32(i)) {
-			if r := m.alts[id].rule; r.Kind == rules.KindTier && r != winner && shadow[r] == nil {
-				shadow[r] = winner
+	for k := range m.parts {
+		pt := &m.parts[k]
+		for i, sum := range pt.sums {
+			for _, best := range []int32{sum.tier, sum.tierNX} {
+				if best >= 0 {
+					effective[m.alts[best].rule] = true
+				}
 			}
-		}
-	}
-	for i := range m.exec.a.sets {
-		for _, id := range m.exec.set(uint32(i)) {
-			effective[m.alts[id].rule] = true
+			for _, id := range pt.set(uint32(i)) {
+				r := m.alts[id].rule
+				switch {
+				case r.Kind == rules.KindExec:
+					effective[r] = true
+				case r.Kind == rules.KindTier && sum.tier >= 0 && r != m.alts[sum.tier].rule && shadow[r] == nil:
+					shadow[r] = m.alts[sum.tier].rule
+				}
+			}
 		}
 	}
 	for _, r := range m.pol.Rules {

@@ -1,0 +1,5 @@
+package tiers
+
+import "io/fs"
+
+func fsErrNotExist() error { return fs.ErrNotExist }
