@@ -96,10 +96,10 @@ func BenchmarkDecide(b *testing.B) {
 }
 
 // naiveDecide is the baseline: every alternative through doublestar.Match,
-// the winner chosen by the same ranks. It must agree with Decide (a test
-// checks it) so that the benchmark compares equal work.
+// the winner chosen by the same ranks. TestNaiveAgrees checks that it
+// agrees with Decide, so that the benchmark compares equal work.
 func naiveDecide(m *Matcher, path string, op Op) Verdict {
-	best, wp, except, execOK := -1, -1, false, false
+	best, wp, bestNX, wpNX, except, execOK := -1, -1, -1, -1, false, false
 	for i, a := range m.alts {
 		if ok, _ := doublestar.Match(a.glob.Text, path); !ok {
 			continue
@@ -111,13 +111,21 @@ func naiveDecide(m *Matcher, path string, op Op) Verdict {
 			if best < 0 || m.rank[i] < m.rank[best] {
 				best = i
 			}
+			if !a.rule.Exceptable() && (bestNX < 0 || m.rank[i] < m.rank[bestNX]) {
+				bestNX = i
+			}
 		case rules.KindWriteProtect:
 			wp = i
+			if !a.rule.Exceptable() {
+				wpNX = i
+			}
 		case rules.KindExec:
 			execOK = true
 		}
 	}
-	_ = except
+	if except {
+		best, wp = bestNX, wpNX
+	}
 	tier := m.pol.Default
 	if best >= 0 {
 		tier = m.alts[best].rule.Tier
@@ -126,7 +134,7 @@ func naiveDecide(m *Matcher, path string, op Op) Verdict {
 		tier = Read
 	}
 	v := verdicts[tier][op]
-	if op == OpExec && m.execRestricted && !execOK {
+	if op == OpExec && m.execRestricted && v != Denied && !execOK {
 		v = Denied
 	}
 	return v

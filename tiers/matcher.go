@@ -36,7 +36,7 @@ type Matcher struct {
 	dfltRes [numOps + 1]Decision
 	// capRes holds, per KindWriteProtect alternative, the decisions of a
 	// write-tier path it makes read-only.
-	capRes []*[numOps]Decision
+	capRes []*[numOps + 1]Decision
 
 	execRestricted bool
 	invalid        [numOps]Decision
@@ -124,7 +124,7 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 	}
 	m.dfltRes = tierDecisions(m.dflt, tierWhy(m.dflt, true))
 	m.altRes = make([]*[numOps + 1]Decision, len(m.alts))
-	m.capRes = make([]*[numOps]Decision, len(m.alts))
+	m.capRes = make([]*[numOps + 1]Decision, len(m.alts))
 	byRule := map[*rules.Rule]int{} // alternatives of one rule share their decisions
 	for id, a := range m.alts {
 		if first, ok := byRule[a.rule]; ok {
@@ -280,18 +280,26 @@ func tierDecisions(rule *rules.Rule, why string) [numOps + 1]Decision {
 	for op := range numOps {
 		out[op] = decision(op, rule.Tier, rule, why)
 	}
-	out[numOps] = decision(OpExec, Deny, rule, why+"; exec_paths is set and none of its rules matches")
+	out[numOps] = execDenied(rule.Tier, rule, why)
 	return out
+}
+
+// execDenied is the OpExec decision when exec_paths is set and none of its
+// rules matches: denied, whatever the tier.
+func execDenied(tier Tier, rule *rules.Rule, why string) Decision {
+	return Decision{Op: OpExec, Verdict: Denied, Tier: tier, Rule: rule,
+		Why: why + "; exec_paths is set and none of its rules matches: exec denied"}
 }
 
 // cappedDecisions precomputes the answers for a write-tier path that the
 // write protection rule wp makes read-only.
-func cappedDecisions(wp *rules.Rule) [numOps]Decision {
+func cappedDecisions(wp *rules.Rule) [numOps + 1]Decision {
 	why := fmt.Sprintf("write tier capped at read by %s", ruleRef(wp))
-	var out [numOps]Decision
+	var out [numOps + 1]Decision
 	for op := range numOps {
 		out[op] = decision(op, Read, wp, why)
 	}
+	out[numOps] = execDenied(Read, wp, why)
 	return out
 }
 
@@ -337,16 +345,15 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 	if t := m.better(t1, t2); t >= 0 {
 		res = m.altRes[t]
 	}
-	dec := &res[op]
-	if dec.Tier == Write {
+	if res[op].Tier == Write {
 		if w := m.moreSpecific(w1, w2); w >= 0 {
-			dec = &m.capRes[w][op]
+			res = m.capRes[w]
 		}
 	}
-	if op == OpExec && m.execRestricted && dec.Verdict != Denied && !f.exec && !d.exec {
-		dec = &res[numOps]
+	if op == OpExec && m.execRestricted && res[op].Verdict != Denied && !f.exec && !d.exec {
+		return res[numOps]
 	}
-	return *dec
+	return res[op]
 }
 
 // DecideRename returns the decision for renaming src to dst: OpDelete at src
@@ -461,13 +468,18 @@ func (m *Matcher) findUnused() {
 	// never win overall, since Decide takes the best of the two.
 	effective := map[*rules.Rule]bool{}
 	shadow := map[*rules.Rule]*rules.Rule{}
+	hasExceptions := slices.ContainsFunc(m.pol.Rules, func(r *rules.Rule) bool { return r.Kind == rules.KindException })
 	for k := range m.parts {
 		pt := &m.parts[k]
 		for i, sum := range pt.sums {
-			for _, best := range []int32{sum.tier, sum.tierNX} {
-				if best >= 0 {
-					effective[m.alts[best].rule] = true
-				}
+			if sum.tier >= 0 {
+				effective[m.alts[sum.tier].rule] = true
+			}
+			// Where an exception applies, the best rule it cannot lift
+			// decides; exceptions sit in the flat automaton, so in the
+			// deep one any path may carry one.
+			if sum.tierNX >= 0 && (sum.except || k == 1 && hasExceptions) {
+				effective[m.alts[sum.tierNX].rule] = true
 			}
 			for _, id := range pt.set(uint32(i)) {
 				r := m.alts[id].rule

@@ -1,0 +1,438 @@
+package tiers
+
+import (
+	"fmt"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+)
+
+const (
+	testHome = "/home/u"
+	testWS   = "/home/u/proj"
+)
+
+// compileTOML loads doc as the global policy file /cfg/config.toml (plus any
+// extra files) and compiles it.
+func compileTOML(t testing.TB, doc string, opts ...func(*rules.Options)) *Matcher {
+	t.Helper()
+	files := map[string]string{"/cfg/config.toml": doc}
+	o := rules.Options{Config: "/cfg/config.toml", Home: testHome, Workspace: testWS,
+		ReadFile: func(name string) ([]byte, error) {
+			if d, ok := files[name]; ok {
+				return []byte(d), nil
+			}
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		}}
+	for _, f := range opts {
+		f(&o)
+	}
+	p, err := rules.Load(o)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	m, err := Compile(p)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return m
+}
+
+type decideCase struct {
+	name        string
+	path        string
+	op          Op
+	wantVerdict Verdict
+	wantTier    Tier
+	wantRule    string // pattern of the deciding rule; "" = do not check
+}
+
+func runDecideCases(t *testing.T, m *Matcher, cases []decideCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := m.Decide(c.path, c.op)
+			if d.Verdict != c.wantVerdict || d.Tier != c.wantTier || (c.wantRule != "" && d.Rule.Pattern != c.wantRule) {
+				t.Errorf("Decide(%q, %s) = %s/%s by %q, want %s/%s by %q\n  why: %s",
+					c.path, c.op, d.Verdict, d.Tier, d.Rule.Pattern, c.wantVerdict, c.wantTier, c.wantRule, d.Why)
+			}
+			if ref := referenceDecide(m.Policy(), c.path, c.op); ref.verdict != d.Verdict || ref.tier != d.Tier {
+				t.Errorf("reference disagrees: %s/%s", ref.verdict, ref.tier)
+			}
+		})
+	}
+}
+
+func TestVerdictTable(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+deny_paths = ["/t/deny/**"]
+prompt_paths = ["/t/prompt/**"]
+prompt_write_paths = ["/t/pw/**"]
+read_paths = ["/t/read/**"]
+write_paths = ["/t/write/**"]
+`)
+	want := map[string][numOps]Verdict{
+		"deny":   {Denied, Denied, Denied, Denied, Denied, Denied},
+		"prompt": {NeedsApproval, NeedsApproval, NeedsApproval, NeedsApproval, NeedsApproval, NeedsApproval},
+		"pw":     {Allowed, NeedsApproval, NeedsApproval, NeedsApproval, Allowed, NeedsApproval},
+		"read":   {Allowed, Denied, Denied, Denied, Allowed, Denied},
+		"write":  {Allowed, Allowed, Allowed, Allowed, Allowed, Allowed},
+		"none":   {Denied, Denied, Denied, Denied, Denied, Denied}, // the default tier is deny
+	}
+	for dir, verdicts := range want {
+		for op := range numOps {
+			path := "/t/" + dir + "/f"
+			if got := m.Decide(path, op).Verdict; got != verdicts[op] {
+				t.Errorf("Decide(%q, %s) = %s, want %s", path, op, got, verdicts[op])
+			}
+		}
+	}
+}
+
+func TestPrecedenceSpecific(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+default = "read"
+deny_paths = ["/srv/**/private/**"]
+read_paths = ["/srv/**", "/data/a/**", "/lit/x"]
+write_paths = ["/srv/app/**", "/data/*/**", "/srv/app/logs/*", "/lit/*", "<workspace>/app/**"]
+prompt_paths = ["/srv/app/logs/**"]
+prompt_write_paths = ["/same/**"]
+`, func(o *rules.Options) {})
+	runDecideCases(t, m, []decideCase{
+		{"more literal segments win", "/srv/app/main.go", OpWrite, Allowed, Write, "/srv/app/**"},
+		{"shallower rule where the deeper does not match", "/srv/other", OpWrite, Denied, Read, "/srv/**"},
+		{"literal segments beat a wildcard segment", "/data/a/f", OpWrite, Denied, Read, "/data/a/**"},
+		{"wildcard segment applies elsewhere", "/data/b/f", OpWrite, Allowed, Write, "/data/*/**"},
+		{"no ** beats ** at equal literal segments", "/srv/app/logs/x.log", OpWrite, Allowed, Write, "/srv/app/logs/*"},
+		{"deeper ** rule below the single-segment one", "/srv/app/logs/d/x.log", OpRead, NeedsApproval, Prompt, "/srv/app/logs/**"},
+		{"exact literal beats single star at the same length", "/lit/x", OpWrite, Denied, Read, "/lit/x"},
+		{"deny wins although less specific", "/srv/app/private/key", OpRead, Denied, Deny, "/srv/**/private/**"},
+		{"built-in deny wins over a specific write", testWS + "/app/.env", OpRead, Denied, Deny, "~/**/.env"},
+		{"default tier where nothing matches", "/elsewhere", OpRead, Allowed, Read, "(default)"},
+		{"prompt-write reads freely", "/same/f", OpRead, Allowed, PromptWrite, "/same/**"},
+		{"prompt-write asks to write", "/same/f", OpWrite, NeedsApproval, PromptWrite, "/same/**"},
+	})
+}
+
+func TestPrecedenceTie(t *testing.T) {
+	// The same pattern in two tiers: a tie goes to the more restrictive.
+	m := compileTOML(t, `
+[file_policy]
+read_paths = ["/x/**"]
+write_paths = ["/x/**"]
+prompt_write_paths = ["/y/**"]
+prompt_paths = ["/y/**"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"read beats write", "/x/f", OpWrite, Denied, Read, "/x/**"},
+		{"prompt beats prompt-write", "/y/f", OpRead, NeedsApproval, Prompt, "/y/**"},
+	})
+	// Longer pattern wins at equal literal segments and no **.
+	m = compileTOML(t, `
+[file_policy]
+read_paths = ["/x/*"]
+write_paths = ["/x/*.go"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"longer pattern wins", "/x/a.go", OpWrite, Allowed, Write, "/x/*.go"},
+		{"shorter applies where the longer does not match", "/x/a.c", OpWrite, Denied, Read, "/x/*"},
+	})
+}
+
+func TestPrecedenceRestrictive(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+precedence = "restrictive"
+read_paths = ["/srv/**"]
+write_paths = ["/srv/app/**", "/tmp/**"]
+prompt_write_paths = ["/srv/app/cfg/**"]
+prompt_paths = ["/tmp/ask/**"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"read beats a more specific write", "/srv/app/main.go", OpWrite, Denied, Read, "/srv/**"},
+		{"prompt-write beats a less specific read", "/srv/app/cfg/x", OpWrite, NeedsApproval, PromptWrite, "/srv/app/cfg/**"},
+		{"prompt beats write", "/tmp/ask/x", OpWrite, NeedsApproval, Prompt, "/tmp/ask/**"},
+		{"write where alone", "/tmp/x", OpWrite, Allowed, Write, "/tmp/**"},
+	})
+	var unused []string
+	for _, u := range m.Unused() {
+		unused = append(unused, u.Rule.Pattern)
+	}
+	if got, want := strings.Join(unused, ","), "/srv/app/**"; got != want {
+		t.Errorf("Unused() = %s, want %s", got, want)
+	}
+}
+
+func TestUnusedSpecific(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+read_paths = ["/srv/**", "/dup/**", "~/.ssh/config"]
+write_paths = ["/srv/app/**", "/dup/**"]
+deny_paths = ["/gone/**"]
+prompt_paths = ["/gone/x/**"]
+`)
+	got := map[string]string{}
+	for _, u := range m.Unused() {
+		by := ""
+		if u.By != nil {
+			by = u.By.Pattern
+		}
+		got[u.Rule.Pattern] = by
+	}
+	want := map[string]string{
+		"/dup/**":       "/dup/**",     // the write twin loses the tie
+		"~/.ssh/config": "~/.ssh/**",   // the built-in denylist always wins
+		"/gone/x/**":    "/gone/**",    // deny always wins
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Unused() = %v, want %v", got, want)
+	}
+}
+
+func TestBuiltinDenylist(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+presets = ["system"]
+write_paths = ["~/**", "<workspace>/**", "/srv/**"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"ssh dir", testHome + "/.ssh/id_ed25519", OpRead, Denied, Deny, "~/.ssh/**"},
+		{"ssh dir itself", testHome + "/.ssh", OpRead, Denied, Deny, "~/.ssh/**"},
+		{"aws", testHome + "/.aws/credentials", OpRead, Denied, Deny, "~/.aws/**"},
+		{"key name anywhere under home", testHome + "/backup/old/id_rsa", OpRead, Denied, Deny, "~/**/id_rsa"},
+		{"public key is fine", testHome + "/backup/old/id_rsa.pub", OpRead, Allowed, Write, "~/**"},
+		{".env in the workspace", testWS + "/.env", OpRead, Denied, Deny, "~/**/.env"},
+		{".env.local deep in the workspace", testWS + "/a/b/.env.local", OpWrite, Denied, Deny, "~/**/.env.*"},
+		{".envrc is not .env", testWS + "/.envrc", OpRead, Allowed, Read, ""},
+		{"pem under home", testHome + "/certs/server.pem", OpRead, Denied, Deny, "~/**/*.pem"},
+		{"secrets.yml", testWS + "/deploy/secrets.yml", OpRead, Denied, Deny, "~/**/secrets.{yaml,yml,json}"},
+		{"pem under /usr is a CA bundle", "/usr/share/ca-certificates/mozilla/x.pem", OpRead, Allowed, Read, "/usr/**"},
+		{"pem under /srv is outside home and workspace", "/srv/tls/cert.pem", OpRead, Allowed, Write, "/srv/**"},
+		{"shadow", "/etc/shadow", OpRead, Denied, Deny, "/etc/shadow"},
+		{"passwd", "/etc/passwd", OpRead, Allowed, Read, "/etc/**"},
+	})
+}
+
+func TestWorkspaceOutsideHome(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**"]
+`, func(o *rules.Options) { o.Workspace = "/srv/ws" })
+	runDecideCases(t, m, []decideCase{
+		{".env in a workspace outside home", "/srv/ws/.env", OpRead, Denied, Deny, "<workspace>/**/.env"},
+		{"git hook in a workspace outside home", "/srv/ws/.git/hooks/pre-push", OpCreate, Denied, Read, "<workspace>/**/.git/hooks/**"},
+		{"ordinary file", "/srv/ws/main.go", OpWrite, Allowed, Write, "<workspace>/**"},
+	})
+}
+
+func TestWriteProtection(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**", "~/**"]
+prompt_write_paths = ["<workspace>/.git/config"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"hook write", testWS + "/.git/hooks/pre-commit", OpWrite, Denied, Read, "~/**/.git/hooks/**"},
+		{"hook create", testWS + "/.git/hooks/post-checkout", OpCreate, Denied, Read, "~/**/.git/hooks/**"},
+		{"hook delete", testWS + "/.git/hooks/pre-commit", OpDelete, Denied, Read, "~/**/.git/hooks/**"},
+		{"hook chmod", testWS + "/.git/hooks/pre-commit", OpMetadata, Denied, Read, "~/**/.git/hooks/**"},
+		{"hook read", testWS + "/.git/hooks/pre-commit", OpRead, Allowed, Read, "~/**/.git/hooks/**"},
+		{"prompt-write where the policy says so", testWS + "/.git/config", OpWrite, NeedsApproval, PromptWrite, "<workspace>/.git/config"},
+		{"submodule config", testWS + "/.git/modules/lib/config", OpWrite, Denied, Read, "~/**/.git/modules/**/config"},
+		{"git objects stay writable", testWS + "/.git/objects/ab/cdef", OpCreate, Allowed, Write, ""},
+		{".envrc", testWS + "/sub/.envrc", OpWrite, Denied, Read, "~/**/.envrc"},
+		{"bashrc", testHome + "/.bashrc", OpWrite, Denied, Read, "~/.bashrc"},
+		{"systemd unit", testHome + "/.config/systemd/user/evil.service", OpCreate, Denied, Read, "~/.config/systemd/user/**"},
+		{"vscode tasks", testWS + "/.vscode/tasks.json", OpWrite, Denied, Read, "~/**/.vscode/tasks.json"},
+		{"vscode settings stay writable", testWS + "/.vscode/settings.json", OpWrite, Allowed, Write, ""},
+	})
+}
+
+func TestLauncherProtection(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["/**"]
+builtin_exceptions = ["~/.aws/config"]
+`, func(o *rules.Options) {
+		o.Launcher = rules.LauncherPaths{Executable: "/opt/al/bin/agent-launcher", ConfigFiles: []string{"/cfg/config.toml"},
+			StateDir: testHome + "/.local/state/agent-launcher", RuntimeDir: "/run/user/1000/agent-launcher"}
+	})
+	runDecideCases(t, m, []decideCase{
+		{"policy file", "/cfg/config.toml", OpRead, Denied, Deny, "/cfg/config.toml"},
+		{"state", testHome + "/.local/state/agent-launcher/audit.log", OpWrite, Denied, Deny, ""},
+		{"approval socket", "/run/user/1000/agent-launcher/s1/socket", OpRead, Denied, Deny, ""},
+		{"executable read", "/opt/al/bin/agent-launcher", OpRead, Allowed, Read, "/opt/al/bin/agent-launcher"},
+		{"executable replaced", "/opt/al/bin/agent-launcher", OpWrite, Denied, Read, "/opt/al/bin/agent-launcher"},
+		{"sibling of the executable", "/opt/al/bin/other", OpWrite, Allowed, Write, "/**"},
+	})
+}
+
+func TestExceptions(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+read_paths = ["~/.aws/**", "<workspace>/**"]
+write_paths = ["~/**"]
+builtin_exceptions = ["~/.aws/config", "<workspace>/.env.example", "~/.bashrc"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"excepted file follows the policy", testHome + "/.aws/config", OpRead, Allowed, Read, "~/.aws/**"},
+		{"its sibling stays denied", testHome + "/.aws/credentials", OpRead, Denied, Deny, "~/.aws/**"},
+		{"excepted name", testWS + "/.env.example", OpRead, Allowed, Read, "<workspace>/**"},
+		{"same name elsewhere stays denied", testWS + "/sub/.env.example", OpRead, Denied, Deny, "~/**/.env.*"},
+		{"exception lifts write protection", testHome + "/.bashrc", OpWrite, Allowed, Write, "~/**"},
+		{"write protection elsewhere holds", testHome + "/.zshrc", OpWrite, Denied, Read, "~/.zshrc"},
+	})
+}
+
+func TestExecPaths(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+read_paths = ["/usr/**"]
+write_paths = ["<workspace>/**"]
+prompt_paths = ["/opt/ask/**"]
+exec_paths = ["/usr/bin/*", "/opt/**"]
+`)
+	runDecideCases(t, m, []decideCase{
+		{"listed", "/usr/bin/git", OpExec, Allowed, Read, "/usr/**"},
+		{"readable but not listed", "/usr/lib/git-core/git-shell", OpExec, Denied, Read, "/usr/**"},
+		{"copied into the workspace", testWS + "/mycat", OpExec, Denied, Write, "<workspace>/**"},
+		{"still readable", testWS + "/mycat", OpRead, Allowed, Write, "<workspace>/**"},
+		{"listed but prompt tier asks", "/opt/ask/tool", OpExec, NeedsApproval, Prompt, "/opt/ask/**"},
+		{"listed but not readable", "/opt/other/tool", OpExec, Denied, Deny, "(default)"},
+	})
+}
+
+func TestDecideRename(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**"]
+read_paths = ["/srv/**"]
+prompt_write_paths = ["<workspace>/ask/**"]
+`)
+	for _, c := range []struct {
+		src, dst string
+		want     Verdict
+	}{
+		{testWS + "/a", testWS + "/b", Allowed},
+		{testWS + "/a", "/srv/b", Denied},                 // create in a read tree
+		{"/srv/a", testWS + "/b", Denied},                 // delete in a read tree
+		{testWS + "/a", testWS + "/.git/hooks/x", Denied}, // into a write-protected place
+		{testWS + "/a", testWS + "/ask/b", NeedsApproval},
+		{testWS + "/ask/a", testWS + "/.env", Denied}, // deny beats prompt
+		{testWS + "/.env", testWS + "/leak.txt", Denied},
+	} {
+		if got := m.DecideRename(c.src, c.dst).Verdict; got != c.want {
+			t.Errorf("DecideRename(%q, %q) = %s, want %s", c.src, c.dst, got, c.want)
+		}
+	}
+}
+
+func TestNonCanonicalPathsDenied(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["/**"]
+`)
+	if d := m.Decide("/ok/path", OpWrite); d.Verdict != Allowed {
+		t.Fatalf("positive control: %v", d)
+	}
+	for _, p := range []string{"", "relative", "./x", "/a//b", "/a/./b", "/a/../b", "/a/..", "/a/.", "/a/", "//", "/a\x00b"} {
+		if d := m.Decide(p, OpRead); d.Verdict != Denied {
+			t.Errorf("Decide(%q) = %v, want denied", p, d)
+		}
+	}
+	for _, p := range []string{"/", "/a/..b", "/a/.b", "/a/b.", "/.../x"} {
+		if d := m.Decide(p, OpRead); d.Verdict != Allowed {
+			t.Errorf("Decide(%q) = %v, want allowed (canonical)", p, d)
+		}
+	}
+	if d := m.Decide("/x", Op(200)); d.Verdict != Denied {
+		t.Errorf("an unknown op must be denied, got %v", d)
+	}
+}
+
+func TestDecideDoesNotAllocate(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+presets = ["system"]
+write_paths = ["<workspace>/**"]
+exec_paths = ["/usr/**"]
+`)
+	for _, c := range benchPaths {
+		if n := testing.AllocsPerRun(100, func() { m.Decide(c.path, c.op) }); n != 0 {
+			t.Errorf("Decide(%q, %s) allocates %v times", c.path, c.op, n)
+		}
+	}
+}
+
+func TestNaiveAgrees(t *testing.T) {
+	for _, n := range []int{10, 1000} {
+		m, err := Compile(benchPolicy(t, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range benchPaths {
+			for op := range numOps {
+				if got, want := m.Decide(c.path, op).Verdict, naiveDecide(m, c.path, op); got != want {
+					t.Errorf("rules=%d Decide(%q, %s) = %s, naive %s", n, c.path, op, got, want)
+				}
+			}
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**"]
+read_paths = ["~/**"]
+`)
+	e := m.Explain(testWS+"/.env", OpRead)
+	if e.Decision.Verdict != Denied || len(e.Matches) != 3 {
+		t.Fatalf("Explain = %+v", e)
+	}
+	var won []string
+	for _, mt := range e.Matches {
+		if mt.Won {
+			won = append(won, mt.Rule.Pattern)
+		}
+	}
+	if strings.Join(won, ",") != "~/**/.env" || e.Matches[0].Rule.Pattern != "~/**/.env" {
+		t.Errorf("Explain winner = %v, first %q", won, e.Matches[0].Rule.Pattern)
+	}
+	if e := m.Explain("/a/../b", OpRead); e.Decision.Verdict != Denied || len(e.Matches) != 0 {
+		t.Errorf("Explain of a non-canonical path = %+v", e)
+	}
+}
+
+func TestAllowedPatterns(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**"]
+read_paths = ["/usr/**"]
+prompt_paths = ["/ask/**"]
+`)
+	if got := strings.Join(m.AllowedPatterns(OpWrite), ","); got != testWS+"/**" {
+		t.Errorf("AllowedPatterns(write) = %s", got)
+	}
+	if got := strings.Join(m.AllowedPatterns(OpRead), ","); got != "/usr/**,"+testWS+"/**" {
+		t.Errorf("AllowedPatterns(read) = %s", got)
+	}
+}
+
+func TestTooComplexNamesRule(t *testing.T) {
+	p, err := rules.Load(rules.Options{Config: "/c.toml", Home: testHome, ReadFile: func(string) ([]byte, error) {
+		return []byte(`[file_policy]
+read_paths = ["/ok/**", "/a/*x??????????????????????"]`), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compile(p)
+	if err == nil || !strings.Contains(err.Error(), `/c.toml:2: file_policy.read_paths[1]: "/a/*x??????????????????????"`) {
+		t.Fatalf("Compile = %v, want ErrTooComplex naming the rule", err)
+	}
+}

@@ -1,0 +1,254 @@
+package tiers
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+)
+
+// referenceDecide is the specification of Decide written the slow, obvious
+// way from DESIGN.md section 3, sharing nothing with the matcher but the
+// loaded policy: every glob through doublestar.Match, the winner found by
+// comparing candidates directly.
+type refResult struct {
+	verdict Verdict
+	tier    Tier
+}
+
+func referenceDecide(p *rules.Policy, path string, op Op) refResult {
+	if !refCanonical(path) || op >= numOps {
+		return refResult{Denied, Deny}
+	}
+	type cand struct {
+		r *rules.Rule
+		g rules.Glob
+	}
+	var tiers, wps []cand
+	except, execMatched := false, false
+	for _, r := range p.Rules {
+		for _, g := range r.Globs {
+			ok, err := doublestar.Match(g.Text, path)
+			if err != nil {
+				panic(fmt.Sprintf("doublestar refused %q: %v", g.Text, err))
+			}
+			if !ok {
+				continue
+			}
+			switch r.Kind {
+			case rules.KindTier:
+				tiers = append(tiers, cand{r, g})
+			case rules.KindWriteProtect:
+				wps = append(wps, cand{r, g})
+			case rules.KindException:
+				except = true
+			case rules.KindExec:
+				execMatched = true
+			}
+		}
+	}
+	lifted := func(c cand) bool { return except && c.r.Exceptable() }
+	// beats reports whether a wins over b.
+	beats := func(a, b cand) bool {
+		ad, bd := a.r.Tier == Deny, b.r.Tier == Deny
+		if ad != bd {
+			return ad // deny_paths and the built-in denylist always win
+		}
+		specific := func() int { // >0: a more specific
+			if a.g.LiteralSegments != b.g.LiteralSegments {
+				return a.g.LiteralSegments - b.g.LiteralSegments
+			}
+			if a.g.DoubleStar != b.g.DoubleStar {
+				if b.g.DoubleStar {
+					return 1
+				}
+				return -1
+			}
+			return len(a.g.Text) - len(b.g.Text)
+		}
+		if p.Precedence == rules.Restrictive {
+			if a.r.Tier != b.r.Tier {
+				return a.r.Tier < b.r.Tier
+			}
+			return specific() > 0
+		}
+		if s := specific(); s != 0 {
+			return s > 0
+		}
+		return a.r.Tier < b.r.Tier
+	}
+	tier := p.Default
+	var best *cand
+	for i := range tiers {
+		if lifted(tiers[i]) {
+			continue
+		}
+		if best == nil || beats(tiers[i], *best) {
+			best = &tiers[i]
+		}
+	}
+	if best != nil {
+		tier = best.r.Tier
+	}
+	if tier == Write {
+		for _, w := range wps {
+			if !lifted(w) {
+				tier = Read
+			}
+		}
+	}
+	// The verdict table of DESIGN.md section 3 ("tiers to rights").
+	var v Verdict
+	switch tier {
+	case Deny:
+		v = Denied
+	case Prompt:
+		v = NeedsApproval
+	case PromptWrite:
+		v = NeedsApproval
+		if op == OpRead || op == OpExec {
+			v = Allowed
+		}
+	case Read:
+		v = Denied
+		if op == OpRead || op == OpExec {
+			v = Allowed
+		}
+	case Write:
+		v = Allowed
+	}
+	if op == OpExec && v != Denied && p.ExecRestricted() && !execMatched {
+		v = Denied
+	}
+	return refResult{v, tier}
+}
+
+func refCanonical(p string) bool {
+	if p == "/" {
+		return true
+	}
+	if !strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
+
+// Vocabulary for generated policies and paths: enough overlap between
+// patterns that precedence, write protection and exceptions all come into
+// play.
+var (
+	fuzzPatterns = []string{
+		"/a/**", "/a/b/**", "/a/*/c", "/a/b/c", "**/c", "**/c/**", "/a/{b,c}/**", "/a/*.x", "/a/b/*.x",
+		"~/**", "~/w/**", "~/.ssh/config", "<workspace>/**", "<workspace>/.git/**", "<workspace>/s/**",
+		"/a/?", "/a/[bc]/d", "**/.git/hooks/**", "/**", "/a/b/c/**", "~/w/.env", "~/*/b",
+	}
+	fuzzTiers    = []string{"deny_paths", "prompt_paths", "prompt_write_paths", "read_paths", "write_paths", "exec_paths"}
+	fuzzSegments = []string{"a", "b", "c", "d", "x.x", ".env", ".env.x", ".git", "hooks", "config", "home", "u", "w",
+		"s", ".ssh", "id_rsa", "k.pem", ".bashrc", "é", "\xff", ".", "..", ""}
+	fuzzExceptions = []string{"~/w/.env", "<workspace>/.env", "~/.bashrc", "~/.ssh/config"}
+)
+
+// fuzzPolicy turns bytes into a policy file: each byte pair picks a list and
+// a pattern; the first byte picks the default tier and precedence.
+func fuzzPolicy(spec []byte) string {
+	var b strings.Builder
+	lists := map[string][]string{}
+	def, prec := "deny", "specific"
+	if len(spec) > 0 {
+		def = []string{"deny", "prompt", "prompt-write", "read", "write"}[int(spec[0])%5]
+		if spec[0]&0x80 != 0 {
+			prec = "restrictive"
+		}
+		spec = spec[1:]
+	}
+	var exceptions []string
+	for i := 0; i+1 < len(spec) && i < 40; i += 2 {
+		if spec[i] == 0xff {
+			exceptions = append(exceptions, fmt.Sprintf("%q", fuzzExceptions[int(spec[i+1])%len(fuzzExceptions)]))
+			continue
+		}
+		l := fuzzTiers[int(spec[i])%len(fuzzTiers)]
+		lists[l] = append(lists[l], fmt.Sprintf("%q", fuzzPatterns[int(spec[i+1])%len(fuzzPatterns)]))
+	}
+	fmt.Fprintf(&b, "[file_policy]\ndefault = %q\nprecedence = %q\n", def, prec)
+	for _, l := range fuzzTiers {
+		if len(lists[l]) > 0 {
+			fmt.Fprintf(&b, "%s = [%s]\n", l, strings.Join(lists[l], ", "))
+		}
+	}
+	if len(exceptions) > 0 {
+		fmt.Fprintf(&b, "builtin_exceptions = [%s]\n", strings.Join(exceptions, ", "))
+	}
+	return b.String()
+}
+
+// fuzzPath turns bytes into an absolute path of vocabulary segments.
+func fuzzPath(spec []byte) string {
+	if len(spec) == 0 {
+		return "/"
+	}
+	var segs []string
+	for i, c := range spec {
+		if i >= 8 {
+			break
+		}
+		segs = append(segs, fuzzSegments[int(c)%len(fuzzSegments)])
+	}
+	return "/" + strings.Join(segs, "/")
+}
+
+// checkDecide is the Decide property: for every op, Decide agrees with the
+// reference on verdict and tier, and Explain's winner is Decide's rule.
+func checkDecide(t *testing.T, policySpec, pathSpec []byte) {
+	doc := fuzzPolicy(policySpec)
+	m := compileTOML(t, doc)
+	paths := []string{fuzzPath(pathSpec), "/home/u/proj" + fuzzPath(pathSpec), "/home/u" + fuzzPath(pathSpec)}
+	for _, path := range paths {
+		for op := range numOps {
+			d := m.Decide(path, op)
+			ref := referenceDecide(m.Policy(), path, op)
+			if d.Verdict != ref.verdict || d.Tier != ref.tier {
+				t.Fatalf("policy:\n%s\nDecide(%q, %s) = %s/%s (%s), reference %s/%s", doc, path, op, d.Verdict, d.Tier, d.Why, ref.verdict, ref.tier)
+			}
+			if d.Rule == nil || d.Why == "" {
+				t.Fatalf("Decide(%q, %s) has no rule or reason: %+v", path, op, d)
+			}
+		}
+	}
+}
+
+var decideCorpus = []struct{ policy, path []byte }{
+	{[]byte{0, 4, 0, 3, 1}, []byte{0, 1, 2}},
+	{[]byte{0x83, 4, 0, 3, 1, 2, 5}, []byte{0, 1}},
+	{[]byte{3, 4, 10, 4, 12, 0xff, 0}, []byte{13, 12, 20, 5}},
+	{[]byte{4, 4, 19, 0xff, 2, 0xff, 1}, []byte{17}},
+	{[]byte{1, 5, 19, 3, 0, 4, 11, 0, 18}, []byte{13, 14, 11, 15}},
+	{[]byte{0x84, 0, 4, 4, 3, 2, 14, 1, 15}, []byte{7, 8, 9}},
+	{[]byte{2, 4, 13, 3, 16, 2, 17}, []byte{0, 2, 3}},
+	{[]byte{4, 4, 19, 0, 21, 0xff, 0}, []byte{12, 5}},
+	{[]byte{0, 4, 0, 3, 15}, []byte{0, 18, 19}},
+	{[]byte{0, 4, 0}, []byte{0, 20, 1}},
+}
+
+func TestDecideMatchesReference(t *testing.T) {
+	for i, c := range decideCorpus {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkDecide(t, c.policy, c.path) })
+	}
+}
+
+func FuzzDecide(f *testing.F) {
+	for _, c := range decideCorpus {
+		f.Add(c.policy, c.path)
+	}
+	f.Fuzz(func(t *testing.T, policy, path []byte) {
+		checkDecide(t, policy, path)
+	})
+}
