@@ -108,7 +108,7 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 	return d, nil
 }
 
-var typeErrRe = regexp.MustCompile(`cannot decode TOML (\w+) into .* of type (\S+)`)
+var typeErrRe = regexp.MustCompile(`cannot decode TOML (\w+) into (?:.* of type )?(\S+)`)
 
 // decodeErrors turns go-toml's errors into file:line: key: sentences.
 func decodeErrors(name string, err error) ErrorList {

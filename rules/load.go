@@ -460,7 +460,8 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 	expanded, err := b.expand(pattern)
 	if err != nil {
 		if src.Origin == OriginBuiltin || src.Origin == OriginPreset {
-			if errors.Is(err, errNoWorkspace) {
+			var nw noWorkspaceError
+			if errors.As(err, &nw) {
 				return nil
 			}
 			panic(fmt.Sprintf("rules: built-in pattern %q: %v", pattern, err))
@@ -676,7 +677,11 @@ func unescape(s string) string {
 	return out.String()
 }
 
-var errNoWorkspace = errors.New("no workspace")
+// noWorkspaceError is the error of a pattern that needs a workspace when
+// there is none; built-in patterns that need one are skipped instead.
+type noWorkspaceError string
+
+func (e noWorkspaceError) Error() string { return string(e) }
 
 var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -694,7 +699,7 @@ func (b *builder) expand(pattern string) (string, error) {
 		return "", fmt.Errorf("%q: \"~user\" is not supported; write the absolute path", pattern)
 	case rest == "<workspace>" || strings.HasPrefix(rest, "<workspace>/"):
 		if b.opts.Workspace == "" {
-			return "", fmt.Errorf("%q uses <workspace>, but there is no workspace; pass --workspace DIR: %w", pattern, errNoWorkspace)
+			return "", noWorkspaceError(fmt.Sprintf("%q uses <workspace>, but there is no workspace; pass --workspace DIR", pattern))
 		}
 		out.WriteString(EscapeLiteral(b.opts.Workspace))
 		rest = rest[len("<workspace>"):]

@@ -3,6 +3,7 @@ package tiers
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -209,7 +210,7 @@ func fuzzPath(spec []byte) string {
 // reference on verdict and tier, and Explain's winner is Decide's rule.
 func checkDecide(t *testing.T, policySpec, pathSpec []byte) {
 	doc := fuzzPolicy(policySpec)
-	m := compileTOML(t, doc)
+	m := cachedMatcher(t, doc)
 	paths := []string{fuzzPath(pathSpec), "/home/u/proj" + fuzzPath(pathSpec), "/home/u" + fuzzPath(pathSpec)}
 	for _, path := range paths {
 		for op := range numOps {
@@ -224,6 +225,30 @@ func checkDecide(t *testing.T, policySpec, pathSpec []byte) {
 		}
 	}
 }
+
+// cachedMatcher compiles doc once per fuzz process: the built-in rules make
+// a compile cost milliseconds, and mutations often change only the path.
+func cachedMatcher(t *testing.T, doc string) *Matcher {
+	matcherCacheMu.Lock()
+	m, ok := matcherCache[doc]
+	matcherCacheMu.Unlock()
+	if ok {
+		return m
+	}
+	m = compileTOML(t, doc)
+	matcherCacheMu.Lock()
+	if len(matcherCache) > 512 {
+		clear(matcherCache)
+	}
+	matcherCache[doc] = m
+	matcherCacheMu.Unlock()
+	return m
+}
+
+var (
+	matcherCacheMu sync.Mutex
+	matcherCache   = map[string]*Matcher{}
+)
 
 var decideCorpus = []struct{ policy, path []byte }{
 	{[]byte{0, 4, 0, 3, 1}, []byte{0, 1, 2}},

@@ -1,0 +1,631 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// explainPolicy gives every tier a tree of its own. Line numbers matter: the
+// tests name them.
+const explainPolicy = `[file_policy]
+read_paths = ["/srv/**"]
+write_paths = ["<workspace>/**"]
+prompt_paths = ["<workspace>/secrets/**"]
+prompt_write_paths = ["<workspace>/ci/**"]
+deny_paths = ["<workspace>/private/**"]
+`
+
+// explainSandbox is a sandbox with explainPolicy in $TMP/policy.toml, a
+// private key in the home directory, a git repository in the workspace and
+// two symlinks from the workspace into ~/.ssh. It returns the policy's path.
+func explainSandbox(t *testing.T) (*sandbox, string) {
+	t.Helper()
+	sb := newSandbox(t)
+	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), explainPolicy)
+	writeFile(t, filepath.Join(sb.home, ".ssh", "id_ed25519"), "not a key\n")
+	writeFile(t, filepath.Join(sb.ws, ".git", "config"), "[core]\n")
+	writeFile(t, filepath.Join(sb.ws, ".git", "hooks", "pre-commit.sample"), "#!/bin/sh\n")
+	writeFile(t, filepath.Join(sb.ws, "sub", "main.go"), "package main\n")
+	for link, target := range map[string]string{
+		"key":    filepath.Join(sb.home, ".ssh", "id_ed25519"),
+		"sshdir": filepath.Join(sb.home, ".ssh"),
+	} {
+		if err := os.Symlink(target, filepath.Join(sb.ws, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sb, config
+}
+
+// explainOut is the part of explain --json the tests compare.
+type explainOut struct {
+	Schema       int      `json:"schema"`
+	Error        string   `json:"error"`
+	ToolName     string   `json:"tool_name"`
+	Path         string   `json:"path"`
+	AllowedPaths []string `json:"allowed_paths"`
+	Hint         string   `json:"hint"`
+	Op           string   `json:"op"`
+	Verdict      string   `json:"verdict"`
+	Tier         string   `json:"tier"`
+	Rule         struct {
+		Pattern string `json:"pattern"`
+		Kind    string `json:"kind"`
+		Source  struct {
+			Origin string `json:"origin"`
+			File   string `json:"file"`
+			Line   int    `json:"line"`
+			Key    string `json:"key"`
+		} `json:"source"`
+	} `json:"rule"`
+	Why string `json:"why"`
+
+	keys []string // the object's keys, sorted
+}
+
+// decodeLines decodes explain --json output: one JSON object per line.
+func decodeLines(t *testing.T, stdout string) []explainOut {
+	t.Helper()
+	var out []explainOut
+	if !strings.HasSuffix(stdout, "\n") {
+		t.Fatalf("stdout does not end in a newline: %q", stdout)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var o explainOut
+		if err := json.Unmarshal([]byte(line), &o); err != nil {
+			t.Fatalf("line is not a JSON object: %v\n%s", err, line)
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		for k := range m {
+			o.keys = append(o.keys, k)
+		}
+		slices.Sort(o.keys)
+		out = append(out, o)
+	}
+	return out
+}
+
+var (
+	deniedKeys  = sortedStrings("schema", "error", "tool_name", "path", "allowed_paths", "hint", "op", "verdict", "tier", "rule", "why", "matches")
+	allowedKeys = sortedStrings("schema", "tool_name", "path", "op", "verdict", "tier", "rule", "why", "matches")
+)
+
+func sortedStrings(s ...string) []string {
+	slices.Sort(s)
+	return s
+}
+
+func TestExplainExitStatus(t *testing.T) {
+	tests := []struct {
+		name     string
+		op       string
+		paths    []string
+		wantCode int
+	}{
+		{"all allowed", "read", []string{"sub/main.go", "/srv/www/index.html", "ci/build.yml"}, 0},
+		{"all allowed, write", "write", []string{"sub/main.go", "new/file"}, 0},
+		{"one denied", "read", []string{"sub/main.go", "private/notes"}, 1},
+		{"default tier denies", "read", []string{"/nowhere/x"}, 1},
+		{"read-only path written", "write", []string{"/srv/www/index.html"}, 1},
+		{"one needs approval", "read", []string{"sub/main.go", "secrets/token"}, 2},
+		{"prompt-write written", "write", []string{"ci/build.yml"}, 2},
+		{"approval, then denied", "read", []string{"secrets/token", "private/notes"}, 1},
+		{"denied, then approval", "read", []string{"private/notes", "secrets/token"}, 1},
+		{"denied, approval, allowed", "read", []string{"private/notes", "secrets/token", "sub/main.go"}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, config := explainSandbox(t)
+			args := append([]string{"explain", "--config", config, "--op", tt.op}, tt.paths...)
+			r := run(args...)
+			if r.code != tt.wantCode {
+				t.Errorf("%v: exit status %d, want %d; stdout:\n%s", tt.paths, r.code, tt.wantCode, r.stdout)
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q, want nothing", r.stderr)
+			}
+			// One paragraph per path, in order.
+			var heads []string
+			for _, line := range strings.Split(r.stdout, "\n") {
+				if line != "" && !strings.HasPrefix(line, " ") {
+					heads = append(heads, line)
+				}
+			}
+			if len(heads) != len(tt.paths) {
+				t.Errorf("%d paragraphs, want %d:\n%s", len(heads), len(tt.paths), r.stdout)
+			}
+		})
+	}
+}
+
+// TestExplainOps checks every --op on a path of each tier.
+func TestExplainOps(t *testing.T) {
+	tests := []struct {
+		path        string
+		op          string
+		wantVerdict string // as explain prints it
+		wantCode    int
+	}{
+		{"sub/main.go", "read", "allowed", 0},
+		{"sub/main.go", "write", "allowed", 0},
+		{"sub/main.go", "create", "allowed", 0},
+		{"sub/main.go", "delete", "allowed", 0},
+		{"sub/main.go", "exec", "allowed", 0},
+		{"sub/main.go", "metadata", "allowed", 0},
+		{"/srv/www/index.html", "read", "allowed", 0},
+		{"/srv/www/index.html", "write", "denied", 1},
+		{"/srv/www/index.html", "create", "denied", 1},
+		{"/srv/www/index.html", "delete", "denied", 1},
+		{"/srv/www/index.html", "exec", "allowed", 0},
+		{"/srv/www/index.html", "metadata", "denied", 1},
+		{"ci/build.yml", "read", "allowed", 0},
+		{"ci/build.yml", "write", "needs approval", 2},
+		{"ci/build.yml", "create", "needs approval", 2},
+		{"ci/build.yml", "delete", "needs approval", 2},
+		{"ci/build.yml", "exec", "allowed", 0},
+		{"ci/build.yml", "metadata", "needs approval", 2},
+		{"secrets/token", "read", "needs approval", 2},
+		{"secrets/token", "exec", "needs approval", 2},
+		{"secrets/token", "metadata", "needs approval", 2},
+		{"private/notes", "read", "denied", 1},
+		{"private/notes", "exec", "denied", 1},
+		{"private/notes", "write", "denied", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+tt.op, func(t *testing.T) {
+			sb, config := explainSandbox(t)
+			r := run("explain", "--config", config, "--op", tt.op, tt.path)
+			if r.code != tt.wantCode {
+				t.Errorf("exit status %d, want %d", r.code, tt.wantCode)
+			}
+			abs := tt.path
+			if !filepath.IsAbs(abs) {
+				abs = "$TMP/ws/" + abs
+			}
+			wantHead := abs + ": " + tt.op + " " + tt.wantVerdict + "\n"
+			if got := sb.normalize(t, r.stdout); !strings.HasPrefix(got, wantHead) {
+				t.Errorf("stdout starts %q, want %q", firstLine(got), wantHead)
+			}
+			r = run("explain", "--json", "--config", config, "--op", tt.op, tt.path)
+			if out := decodeLines(t, r.stdout); len(out) != 1 || out[0].Op != tt.op {
+				t.Errorf("--json: op = %+v, want one object with op %q", out, tt.op)
+			}
+		})
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line + "\n"
+}
+
+func TestExplainUsageErrors(t *testing.T) {
+	const ops = "read, write, create, delete, exec, metadata"
+	tests := []struct {
+		name       string
+		args       []string
+		wantStderr string
+	}{
+		{"op not an operation", []string{"explain", "--op", "rename", "x"}, "agent-launcher: explain: --op \"rename\" is not an operation; use one of " + ops + "\n"},
+		{"op in capitals", []string{"explain", "--op", "READ", "x"}, "agent-launcher: explain: --op \"READ\" is not an operation; use one of " + ops + "\n"},
+		{"op empty", []string{"explain", "--op=", "x"}, "agent-launcher: explain: --op \"\" is not an operation; use one of " + ops + "\n"},
+		{"no path", []string{"explain", "--op", "write"}, "agent-launcher: explain: name at least one PATH\n"},
+		{"no path with json", []string{"explain", "--json"}, "agent-launcher: explain: name at least one PATH\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			newSandbox(t)
+			r := run(tt.args...)
+			if r.code != 125 {
+				t.Errorf("exit status %d, want 125", r.code)
+			}
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
+			}
+			if r.stderr != tt.wantStderr {
+				t.Errorf("stderr = %q, want %q", r.stderr, tt.wantStderr)
+			}
+		})
+	}
+}
+
+// TestExplainOutput compares explain's output for people, in full.
+func TestExplainOutput(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantStdout string
+	}{
+		{
+			name: "prompt, relative path",
+			args: []string{"secrets/token"},
+			wantStdout: `$TMP/ws/secrets/token: read needs approval
+  resolved from: secrets/token
+  tier: prompt
+  rule: <workspace>/secrets/**  ($TMP/policy.toml:4: file_policy.prompt_paths[0])
+  why: prompt tier by "<workspace>/secrets/**" ($TMP/policy.toml:4: file_policy.prompt_paths[0]): read needs approval
+  also matches:
+    write <workspace>/**  ($TMP/policy.toml:3: file_policy.write_paths[0])
+`,
+		},
+		{
+			name: "default tier, absolute path",
+			args: []string{"/nowhere/x"},
+			wantStdout: `/nowhere/x: read denied
+  tier: deny
+  rule: none matches; the default tier applies (built-in default)
+  why: no rule matches; default tier deny (built-in default): read denied
+`,
+		},
+		{
+			name: "write protection",
+			args: []string{"--op", "write", ".git/config"},
+			wantStdout: `$TMP/ws/.git/config: write denied
+  resolved from: .git/config
+  tier: read
+  rule: <workspace>/**/.git/config  (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands))
+  why: write tier capped at read by "<workspace>/**/.git/config" (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands)): write denied
+  also matches:
+    write <workspace>/**  ($TMP/policy.toml:3: file_policy.write_paths[0])
+`,
+		},
+		{
+			name: "symlink to a key",
+			args: []string{"key"},
+			wantStdout: `$TMP/home/.ssh/id_ed25519: read denied
+  resolved from: key
+  tier: deny
+  rule: ~/.ssh/**  (built-in denylist: SSH keys)
+  why: deny tier by "~/.ssh/**" (built-in denylist: SSH keys): read denied
+  also matches:
+    deny ~/**/id_ed25519  (built-in denylist: SSH private key)
+`,
+		},
+		{
+			name: "two paths",
+			args: []string{"--op", "delete", "/srv/a", "private/b"},
+			wantStdout: `/srv/a: delete denied
+  tier: read
+  rule: /srv/**  ($TMP/policy.toml:2: file_policy.read_paths[0])
+  why: read tier by "/srv/**" ($TMP/policy.toml:2: file_policy.read_paths[0]): delete denied
+$TMP/ws/private/b: delete denied
+  resolved from: private/b
+  tier: deny
+  rule: <workspace>/private/**  ($TMP/policy.toml:6: file_policy.deny_paths[0])
+  why: deny tier by "<workspace>/private/**" ($TMP/policy.toml:6: file_policy.deny_paths[0]): delete denied
+  also matches:
+    write <workspace>/**  ($TMP/policy.toml:3: file_policy.write_paths[0])
+`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb, config := explainSandbox(t)
+			r := run(append([]string{"explain", "--config", config}, tt.args...)...)
+			if got := sb.normalize(t, r.stdout); got != tt.wantStdout {
+				t.Errorf("stdout:\n%s\nwant:\n%s\n%s", got, tt.wantStdout, lineDiff(tt.wantStdout, got))
+			}
+			if r.stderr != "" {
+				t.Errorf("stderr = %q, want nothing", r.stderr)
+			}
+		})
+	}
+}
+
+// TestExplainResolvesPaths checks that explain decides on the path the kernel
+// would open: relative to the current directory, with symlinks resolved.
+func TestExplainResolvesPaths(t *testing.T) {
+	tests := []struct {
+		name        string
+		chdir       string // relative to the workspace
+		arg         string
+		op          string
+		wantPath    string
+		wantVerdict string
+		wantRule    string
+	}{
+		{"relative", "", "sub/main.go", "write", "$TMP/ws/sub/main.go", "allow", "<workspace>/**"},
+		{"dot-dot", "", "sub/../sub/main.go", "write", "$TMP/ws/sub/main.go", "allow", "<workspace>/**"},
+		{"from a subdirectory", "sub", "../private/notes", "read", "$TMP/ws/private/notes", "deny", "<workspace>/private/**"},
+		{"does not exist yet", "", "new/dir/file", "create", "$TMP/ws/new/dir/file", "allow", "<workspace>/**"},
+		{"symlink to a key", "", "key", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"symlink to a key, write", "", "key", "write", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"through a symlinked directory", "", "sshdir/id_ed25519", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"new file in a symlinked directory", "", "sshdir/authorized_keys", "create", "$TMP/home/.ssh/authorized_keys", "deny", "~/.ssh/**"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb, config := explainSandbox(t)
+			if tt.chdir != "" {
+				t.Chdir(filepath.Join(sb.ws, tt.chdir))
+			}
+			r := run("explain", "--json", "--config", config, "--workspace", sb.ws, "--op", tt.op, tt.arg)
+			out := decodeLines(t, sb.normalize(t, r.stdout))
+			if len(out) != 1 {
+				t.Fatalf("%d JSON lines, want 1", len(out))
+			}
+			if out[0].Path != tt.wantPath || out[0].Verdict != tt.wantVerdict || out[0].Rule.Pattern != tt.wantRule {
+				t.Errorf("explain %s %s = (path %q, verdict %q, rule %q), want (%q, %q, %q)", tt.op, tt.arg,
+					out[0].Path, out[0].Verdict, out[0].Rule.Pattern, tt.wantPath, tt.wantVerdict, tt.wantRule)
+			}
+		})
+	}
+}
+
+// TestExplainDefaultPolicy checks the embedded default policy's key decisions.
+func TestExplainDefaultPolicy(t *testing.T) {
+	tests := []struct {
+		name        string
+		op          string
+		path        string // "~/" and "ws/" are the sandbox's home and workspace
+		wantVerdict string
+		wantTier    string
+		wantRule    string
+		wantCode    int
+	}{
+		{"write in the workspace", "write", "ws/src/main.go", "allow", "write", "<workspace>/**", 0},
+		{"create in the workspace", "create", "ws/new.txt", "allow", "write", "<workspace>/**", 0},
+		{"read an SSH key", "read", "~/.ssh/id_ed25519", "deny", "deny", "~/.ssh/**", 1},
+		{"read an SSH key outside ~/.ssh", "read", "~/backup/id_ed25519", "deny", "deny", "~/**/id_ed25519", 1},
+		{"create a git hook", "create", "ws/.git/hooks/pre-commit", "deny", "read", "<workspace>/**/.git/hooks/**", 1},
+		{"write .git/config", "write", "ws/.git/config", "deny", "read", "<workspace>/**/.git/config", 1},
+		{"read .git/config", "read", "ws/.git/config", "allow", "read", "<workspace>/**/.git/config", 0},
+		{"read a nested .env", "read", "ws/sub/.env", "deny", "deny", "<workspace>/**/.env", 1},
+		{"read .env.local", "read", "ws/.env.local", "deny", "deny", "<workspace>/**/.env.*", 1},
+		{"write .envrc", "write", "ws/.envrc", "deny", "read", "<workspace>/**/.envrc", 1},
+		{"write ~/.bashrc", "write", "~/.bashrc", "deny", "deny", "(default)", 1},
+		{"read ~/.bashrc", "read", "~/.bashrc", "deny", "deny", "(default)", 1},
+		{"read ~/.gitconfig", "read", "~/.gitconfig", "allow", "read", "~/.gitconfig", 0},
+		{"write ~/.gitconfig", "write", "~/.gitconfig", "deny", "read", "~/.gitconfig", 1},
+		{"read a CA bundle under /usr", "read", "/usr/share/ca-certificates/x/cacert.pem", "allow", "read", "/usr/**", 0},
+		{"read /etc/shadow", "read", "/etc/shadow", "deny", "deny", "/etc/shadow", 1},
+		{"read /etc/sudoers.d", "read", "/etc/sudoers.d/90-agent", "deny", "deny", "/etc/sudoers.d/**", 1},
+		{"read /etc/hostname", "read", "/etc/hostname", "allow", "read", "/etc/**", 0},
+		{"write /dev/null", "write", "/dev/null", "allow", "write", "/dev/null", 0},
+		{"exec /usr/bin/env", "exec", "/usr/bin/env", "allow", "read", "/usr/**", 0},
+		{"read the launcher's state", "read", "$TMP/xdg/state/agent-launcher/session.json", "deny", "deny", "$TMP/xdg/state/agent-launcher/**", 1},
+		{"write the launcher's executable", "write", "$EXE", "deny", "read", "$EXE", 1},
+		{"read /root", "read", "/root/notes", "deny", "deny", "(default)", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := newSandbox(t)
+			path := tt.path
+			switch {
+			case strings.HasPrefix(path, "~/"):
+				path = filepath.Join(sb.home, path[2:])
+			case strings.HasPrefix(path, "ws/"):
+				path = filepath.Join(sb.ws, path[3:])
+			case strings.HasPrefix(path, "$TMP/"):
+				path = filepath.Join(sb.tmp, path[5:])
+			case path == "$EXE":
+				path = executable(t)
+			}
+			r := run("explain", "--json", "--op", tt.op, path)
+			if r.code != tt.wantCode {
+				t.Errorf("exit status %d, want %d", r.code, tt.wantCode)
+			}
+			out := decodeLines(t, sb.normalize(t, r.stdout))
+			if len(out) != 1 {
+				t.Fatalf("%d JSON lines, want 1", len(out))
+			}
+			o := out[0]
+			if o.Verdict != tt.wantVerdict || o.Tier != tt.wantTier || o.Rule.Pattern != tt.wantRule {
+				t.Errorf("%s %s = (verdict %q, tier %q, rule %q), want (%q, %q, %q)\nwhy: %s", tt.op, tt.path,
+					o.Verdict, o.Tier, o.Rule.Pattern, tt.wantVerdict, tt.wantTier, tt.wantRule, o.Why)
+			}
+		})
+	}
+}
+
+// TestExplainJSON checks the --json envelope: for a denied path, the fields
+// agent frameworks read (error, tool_name, path, allowed_paths, hint) plus
+// the decision; for any other path, no error, hint or allowed_paths.
+func TestExplainJSON(t *testing.T) {
+	readAllowed := []string{"$TMP/ws/ci/**", "/srv/**", "$TMP/ws/**"}
+	tests := []struct {
+		name   string
+		policy string // replaces explainPolicy when set
+		tool   string // --tool; "" omits the flag
+		op     string
+		arg    string
+		want   explainOut // keys, Why and Rule.Source are not compared
+		// wantSource is Rule.Source as "origin file:line: key".
+		wantSource string
+	}{
+		{
+			name: "denied by the built-in denylist",
+			tool: "Read",
+			op:   "read",
+			arg:  "key",
+			want: explainOut{
+				Schema: 1, ToolName: "Read", Path: "$TMP/home/.ssh/id_ed25519", Op: "read", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies read of $TMP/home/.ssh/id_ed25519",
+				AllowedPaths: readAllowed,
+				Hint:         "this path is on the built-in denylist (SSH keys); only the operator can lift it, with builtin_exceptions in the global policy file",
+				keys:         deniedKeys,
+			},
+			wantSource: "built-in :0: built-in denylist",
+		},
+		{
+			name: "denied by deny_paths",
+			tool: "Read",
+			op:   "read",
+			arg:  "private/notes",
+			want: explainOut{
+				Schema: 1, ToolName: "Read", Path: "$TMP/ws/private/notes", Op: "read", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies read of $TMP/ws/private/notes",
+				AllowedPaths: readAllowed,
+				Hint:         "denied by $TMP/policy.toml:6: file_policy.deny_paths[0]; ask the operator to change the policy",
+				keys:         deniedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:6: file_policy.deny_paths[0]",
+		},
+		{
+			name: "denied by the default tier",
+			tool: "Glob",
+			op:   "read",
+			arg:  "/nowhere/x",
+			want: explainOut{
+				Schema: 1, ToolName: "Glob", Path: "/nowhere/x", Op: "read", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies read of /nowhere/x",
+				AllowedPaths: readAllowed,
+				Hint:         "no rule grants this path; the operator can add it to read_paths or write_paths in the policy",
+				keys:         deniedKeys,
+			},
+			wantSource: "built-in :0: built-in default",
+		},
+		{
+			name: "write to a read-only path",
+			tool: "Write",
+			op:   "write",
+			arg:  "/srv/www/index.html",
+			want: explainOut{
+				Schema: 1, ToolName: "Write", Path: "/srv/www/index.html", Op: "write", Verdict: "deny", Tier: "read",
+				Error:        "agent-launcher policy denies write of /srv/www/index.html",
+				AllowedPaths: []string{"$TMP/ws/**"},
+				Hint:         "the path is read-only ($TMP/policy.toml:2: file_policy.read_paths[0]); write under one of allowed_paths instead",
+				keys:         deniedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:2: file_policy.read_paths[0]",
+		},
+		{
+			name: "write-protected file",
+			tool: "Edit",
+			op:   "write",
+			arg:  ".git/config",
+			want: explainOut{
+				Schema: 1, ToolName: "Edit", Path: "$TMP/ws/.git/config", Op: "write", Verdict: "deny", Tier: "read",
+				Error:        "agent-launcher policy denies write of $TMP/ws/.git/config",
+				AllowedPaths: []string{"$TMP/ws/**"},
+				Hint:         "this file is write-protected because programs outside the session run or obey it (git configuration (core.fsmonitor, core.hooksPath run commands)); read it, or ask the operator",
+				keys:         deniedKeys,
+			},
+			wantSource: "built-in :0: built-in write protection",
+		},
+		{
+			name: "the launcher's own policy file",
+			tool: "Read",
+			op:   "read",
+			arg:  "../policy.toml",
+			want: explainOut{
+				Schema: 1, ToolName: "Read", Path: "$TMP/policy.toml", Op: "read", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies read of $TMP/policy.toml",
+				AllowedPaths: readAllowed,
+				Hint:         "this is one of agent-launcher's own files; no policy can open it to the agent",
+				keys:         deniedKeys,
+			},
+			wantSource: "built-in :0: built-in launcher protection",
+		},
+		{
+			name:   "exec outside exec_paths",
+			policy: "[file_policy]\nread_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
+			tool:   "Bash",
+			op:     "exec",
+			arg:    "/srv/www/run.sh",
+			want: explainOut{
+				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies exec of /srv/www/run.sh",
+				AllowedPaths: []string{"/srv/**"},
+				Hint:         "exec_paths does not list this program; run one it lists",
+				keys:         deniedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:2: file_policy.read_paths[0]",
+		},
+		{
+			name: "allowed",
+			tool: "Read",
+			op:   "read",
+			arg:  "sub/main.go",
+			want: explainOut{
+				Schema: 1, ToolName: "Read", Path: "$TMP/ws/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
+				keys: allowedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:3: file_policy.write_paths[0]",
+		},
+		{
+			name: "needs approval",
+			tool: "Write",
+			op:   "write",
+			arg:  "ci/build.yml",
+			want: explainOut{
+				Schema: 1, ToolName: "Write", Path: "$TMP/ws/ci/build.yml", Op: "write", Verdict: "prompt", Tier: "prompt-write",
+				keys: allowedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:5: file_policy.prompt_write_paths[0]",
+		},
+		{
+			name: "default tool name",
+			op:   "read",
+			arg:  "sub/main.go",
+			want: explainOut{
+				Schema: 1, ToolName: "agent-launcher", Path: "$TMP/ws/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
+				keys: allowedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:3: file_policy.write_paths[0]",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb, config := explainSandbox(t)
+			if tt.policy != "" {
+				writeFile(t, config, tt.policy)
+			}
+			args := []string{"explain", "--json", "--config", config, "--op", tt.op}
+			if tt.tool != "" {
+				args = append(args, "--tool", tt.tool)
+			}
+			r := run(append(args, tt.arg)...)
+			out := decodeLines(t, sb.normalize(t, r.stdout))
+			if len(out) != 1 {
+				t.Fatalf("%d JSON lines, want 1", len(out))
+			}
+			got := out[0]
+			src := got.Rule.Source
+			if s := src.Origin + " " + src.File + ":" + itoa(src.Line) + ": " + src.Key; s != tt.wantSource {
+				t.Errorf("rule source = %q, want %q", s, tt.wantSource)
+			}
+			if !strings.HasSuffix(got.Why, ": "+tt.op+" "+map[string]string{"allow": "allowed", "deny": "denied", "prompt": "needs approval"}[tt.want.Verdict]) {
+				t.Errorf("why = %q does not end in the verdict", got.Why)
+			}
+			got.Rule, got.Why = tt.want.Rule, ""
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("explain --json:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// TestExplainJSONLines checks that several paths give one object per line,
+// in order.
+func TestExplainJSONLines(t *testing.T) {
+	sb, config := explainSandbox(t)
+	r := run("explain", "--json", "--config", config, "--tool", "Read", "sub/main.go", "key", "secrets/token")
+	if r.code != 1 {
+		t.Errorf("exit status %d, want 1", r.code)
+	}
+	if n := strings.Count(r.stdout, "\n"); n != 3 {
+		t.Errorf("%d lines, want 3:\n%s", n, r.stdout)
+	}
+	var got []string
+	for _, o := range decodeLines(t, sb.normalize(t, r.stdout)) {
+		got = append(got, o.Path+" "+o.Verdict+" "+o.ToolName)
+	}
+	want := []string{"$TMP/ws/sub/main.go allow Read", "$TMP/home/.ssh/id_ed25519 deny Read", "$TMP/ws/secrets/token prompt Read"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lines = %q, want %q", got, want)
+	}
+}
