@@ -16,12 +16,13 @@ build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/agent-launcher
 
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
-# their checked-in corpora as ordinary tests), plus the purity check of the
-# importable packages.
+# their checked-in corpora as ordinary tests), the purity check of the
+# importable packages, then every test binary again as an unprivileged user.
 test: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers
 	$(GO) test -count=1 ./...
+	./scripts/test-unprivileged
 
 demo: deps build
 	@./scripts/demo $(BIN)

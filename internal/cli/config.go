@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -73,29 +74,71 @@ func absClean(p string) (string, error) {
 	return a, nil
 }
 
-// canonical resolves p to an absolute path with every symlink resolved, as
-// far as it exists; the part that does not exist yet is appended cleaned.
+// canonical resolves p the way the kernel's path walk does: relative to the
+// current directory, each symlink followed where it occurs (so "link/.." is
+// the parent of the link's target, not the directory holding the link, and a
+// dangling symlink leads to where a create would land), "." and ".." applied
+// to the resolved prefix. The part that does not exist yet is appended as
+// written; a ".." after a missing component is an error, as it is for the
+// kernel.
 func canonical(p string) (string, error) {
-	a, err := absClean(p)
-	if err != nil {
-		return "", err
+	if p == "" {
+		return "", errors.New("empty path")
 	}
-	rest := ""
-	for cur := a; ; {
-		r, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(r, rest), nil
+	if !filepath.IsAbs(p) {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("cannot find the current directory: %w", err)
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("cannot resolve %s: %w", cur, err)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return a, nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
+		p = wd + "/" + p
 	}
+	const maxLinks = 40 // the kernel's MAXSYMLINKS
+	done := "/"
+	rest := strings.Split(p, "/")
+	links := 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			done = filepath.Dir(done)
+			continue
+		}
+		next := filepath.Join(done, c)
+		fi, err := os.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			for _, r := range rest {
+				if r == ".." {
+					return "", fmt.Errorf("%s does not exist, so %q cannot be resolved", next, p)
+				}
+			}
+			return filepath.Join(next, strings.Join(rest, "/")), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("cannot resolve %s: %w", p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if links++; links > maxLinks {
+				return "", fmt.Errorf("cannot resolve %s: too many levels of symbolic links", p)
+			}
+			target, err := os.Readlink(next)
+			if err != nil {
+				return "", fmt.Errorf("cannot resolve %s: %w", p, err)
+			}
+			if filepath.IsAbs(target) {
+				done = "/"
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+			continue
+		}
+		if !fi.IsDir() && slices.ContainsFunc(rest, func(r string) bool { return r != "" && r != "." }) {
+			return "", fmt.Errorf("cannot resolve %s: %s is not a directory", p, next)
+		}
+		done = next
+	}
+	return done, nil
 }
 
 // resolveEnv finds the policy file, home, workspace and the launcher's own

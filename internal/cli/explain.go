@@ -159,10 +159,10 @@ func hint(d tiers.Decision) string {
 		return fmt.Sprintf("this file is write-protected because programs outside the session run or obey it (%s); read it, or ask the operator", r.Note)
 	case r.Exceptable():
 		return fmt.Sprintf("this path is on the built-in denylist (%s); only the operator can lift it, with builtin_exceptions in the global policy file", r.Note)
-	case d.Tier == rules.Read:
-		return fmt.Sprintf("the path is read-only (%s); write under one of allowed_paths instead", r.Source)
 	case d.Op == tiers.OpExec && d.Tier != rules.Deny:
 		return "exec_paths does not list this program; run one it lists"
+	case d.Tier == rules.Read:
+		return fmt.Sprintf("the path is read-only (%s); write under one of allowed_paths instead", r.Source)
 	}
 	return fmt.Sprintf("denied by %s; ask the operator to change the policy", r.Source)
 }

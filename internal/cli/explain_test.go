@@ -152,54 +152,139 @@ func TestExplainOps(t *testing.T) {
 		path        string
 		op          string
 		wantVerdict string // as explain prints it
-		wantCode    int
 	}{
-		{"sub/main.go", "read", "allowed", 0},
-		{"sub/main.go", "write", "allowed", 0},
-		{"sub/main.go", "create", "allowed", 0},
-		{"sub/main.go", "delete", "allowed", 0},
-		{"sub/main.go", "exec", "allowed", 0},
-		{"sub/main.go", "metadata", "allowed", 0},
-		{"/srv/www/index.html", "read", "allowed", 0},
-		{"/srv/www/index.html", "write", "denied", 1},
-		{"/srv/www/index.html", "create", "denied", 1},
-		{"/srv/www/index.html", "delete", "denied", 1},
-		{"/srv/www/index.html", "exec", "allowed", 0},
-		{"/srv/www/index.html", "metadata", "denied", 1},
-		{"ci/build.yml", "read", "allowed", 0},
-		{"ci/build.yml", "write", "needs approval", 2},
-		{"ci/build.yml", "create", "needs approval", 2},
-		{"ci/build.yml", "delete", "needs approval", 2},
-		{"ci/build.yml", "exec", "allowed", 0},
-		{"ci/build.yml", "metadata", "needs approval", 2},
-		{"secrets/token", "read", "needs approval", 2},
-		{"secrets/token", "exec", "needs approval", 2},
-		{"secrets/token", "metadata", "needs approval", 2},
-		{"private/notes", "read", "denied", 1},
-		{"private/notes", "exec", "denied", 1},
-		{"private/notes", "write", "denied", 1},
+		{"sub/main.go", "read", "allowed"},
+		{"sub/main.go", "write", "allowed"},
+		{"sub/main.go", "create", "allowed"},
+		{"sub/main.go", "delete", "allowed"},
+		{"sub/main.go", "exec", "allowed"},
+		{"sub/main.go", "metadata", "allowed"},
+		{"/srv/www/index.html", "read", "allowed"},
+		{"/srv/www/index.html", "write", "denied"},
+		{"/srv/www/index.html", "create", "denied"},
+		{"/srv/www/index.html", "delete", "denied"},
+		{"/srv/www/index.html", "exec", "allowed"},
+		{"/srv/www/index.html", "metadata", "denied"},
+		{"ci/build.yml", "read", "allowed"},
+		{"ci/build.yml", "write", "needs approval"},
+		{"ci/build.yml", "create", "needs approval"},
+		{"ci/build.yml", "delete", "needs approval"},
+		{"ci/build.yml", "exec", "allowed"},
+		{"ci/build.yml", "metadata", "needs approval"},
+		{"secrets/token", "read", "needs approval"},
+		{"secrets/token", "write", "needs approval"},
+		{"secrets/token", "exec", "needs approval"},
+		{"secrets/token", "metadata", "needs approval"},
+		{"private/notes", "read", "denied"},
+		{"private/notes", "write", "denied"},
+		{"private/notes", "exec", "denied"},
+		{"private/notes", "metadata", "denied"},
 	}
+	sb, config := explainSandbox(t)
+	// One run per op with every path of that op: compiling the policy is
+	// most of the cost of a run.
+	var ops, paths []string
 	for _, tt := range tests {
+		ops, paths = append(ops, tt.op), append(paths, tt.path)
+	}
+	jsonOut := explainAll(t, sb, []string{"--config", config}, ops, paths)
+	heads := explainHeads(t, sb, []string{"--config", config}, ops, paths)
+	wantJSONVerdict := map[string]string{"allowed": "allow", "denied": "deny", "needs approval": "prompt"}
+	for i, tt := range tests {
 		t.Run(tt.path+" "+tt.op, func(t *testing.T) {
-			sb, config := explainSandbox(t)
-			r := run("explain", "--config", config, "--op", tt.op, tt.path)
-			if r.code != tt.wantCode {
-				t.Errorf("exit status %d, want %d", r.code, tt.wantCode)
-			}
 			abs := tt.path
 			if !filepath.IsAbs(abs) {
 				abs = "$TMP/ws/" + abs
 			}
-			wantHead := abs + ": " + tt.op + " " + tt.wantVerdict + "\n"
-			if got := sb.normalize(t, r.stdout); !strings.HasPrefix(got, wantHead) {
-				t.Errorf("stdout starts %q, want %q", firstLine(got), wantHead)
+			if want := abs + ": " + tt.op + " " + tt.wantVerdict; heads[i] != want {
+				t.Errorf("explain --op %s %s: %q, want %q", tt.op, tt.path, heads[i], want)
 			}
-			r = run("explain", "--json", "--config", config, "--op", tt.op, tt.path)
-			if out := decodeLines(t, r.stdout); len(out) != 1 || out[0].Op != tt.op {
-				t.Errorf("--json: op = %+v, want one object with op %q", out, tt.op)
+			if o := jsonOut[i]; o.Op != tt.op || o.Verdict != wantJSONVerdict[tt.wantVerdict] || o.Path != abs {
+				t.Errorf("explain --json --op %s %s: op %q, verdict %q, path %q; want %q, %q, %q", tt.op, tt.path,
+					o.Op, o.Verdict, o.Path, tt.op, wantJSONVerdict[tt.wantVerdict], abs)
 			}
 		})
 	}
+}
+
+// explainAll runs explain --json once per distinct op, with every path of
+// that op, and returns the normalized object of each (op, path) pair. It
+// checks the exit status of each run against the verdicts: 1 when one is
+// denied, else 2 when one needs approval, else 0.
+func explainAll(t *testing.T, sb *sandbox, args, ops, paths []string) []explainOut {
+	t.Helper()
+	out := make([]explainOut, len(ops))
+	for _, op := range uniq(ops) {
+		var idx []int
+		var ps []string
+		for i := range ops {
+			if ops[i] == op {
+				idx, ps = append(idx, i), append(ps, paths[i])
+			}
+		}
+		r := run(append(append([]string{"explain", "--json", "--op", op}, args...), ps...)...)
+		if r.stderr != "" {
+			t.Errorf("explain --op %s: stderr = %q, want nothing", op, r.stderr)
+		}
+		got := decodeLines(t, sb.normalize(t, r.stdout))
+		if len(got) != len(ps) {
+			t.Fatalf("explain --op %s %q: %d JSON lines, want %d", op, ps, len(got), len(ps))
+		}
+		wantCode := 0
+		for j, i := range idx {
+			out[i] = got[j]
+			switch {
+			case got[j].Verdict == "deny":
+				wantCode = 1
+			case got[j].Verdict == "prompt" && wantCode == 0:
+				wantCode = 2
+			}
+		}
+		if r.code != wantCode {
+			t.Errorf("explain --op %s %q: exit status %d, want %d", op, ps, r.code, wantCode)
+		}
+	}
+	return out
+}
+
+// explainHeads runs explain (for people) like explainAll and returns the
+// first line of each path's paragraph.
+func explainHeads(t *testing.T, sb *sandbox, args, ops, paths []string) []string {
+	t.Helper()
+	out := make([]string, len(ops))
+	for _, op := range uniq(ops) {
+		var idx []int
+		var ps []string
+		for i := range ops {
+			if ops[i] == op {
+				idx, ps = append(idx, i), append(ps, paths[i])
+			}
+		}
+		r := run(append(append([]string{"explain", "--op", op}, args...), ps...)...)
+		var heads []string
+		for _, line := range strings.Split(sb.normalize(t, r.stdout), "\n") {
+			if line != "" && !strings.HasPrefix(line, " ") {
+				heads = append(heads, line)
+			}
+		}
+		if len(heads) != len(ps) {
+			t.Fatalf("explain --op %s %q: %d paragraphs, want %d:\n%s", op, ps, len(heads), len(ps), r.stdout)
+		}
+		for j, i := range idx {
+			out[i] = heads[j]
+		}
+	}
+	return out
+}
+
+func uniq(s []string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func firstLine(s string) string {
@@ -360,7 +445,8 @@ func TestExplainResolvesPaths(t *testing.T) {
 	}
 }
 
-// TestExplainDefaultPolicy checks the embedded default policy's key decisions.
+// TestExplainDefaultPolicy checks the embedded default policy's key
+// decisions.
 func TestExplainDefaultPolicy(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -369,55 +455,94 @@ func TestExplainDefaultPolicy(t *testing.T) {
 		wantVerdict string
 		wantTier    string
 		wantRule    string
-		wantCode    int
 	}{
-		{"write in the workspace", "write", "ws/src/main.go", "allow", "write", "<workspace>/**", 0},
-		{"create in the workspace", "create", "ws/new.txt", "allow", "write", "<workspace>/**", 0},
-		{"read an SSH key", "read", "~/.ssh/id_ed25519", "deny", "deny", "~/.ssh/**", 1},
-		{"read an SSH key outside ~/.ssh", "read", "~/backup/id_ed25519", "deny", "deny", "~/**/id_ed25519", 1},
-		{"create a git hook", "create", "ws/.git/hooks/pre-commit", "deny", "read", "<workspace>/**/.git/hooks/**", 1},
-		{"write .git/config", "write", "ws/.git/config", "deny", "read", "<workspace>/**/.git/config", 1},
-		{"read .git/config", "read", "ws/.git/config", "allow", "read", "<workspace>/**/.git/config", 0},
-		{"read a nested .env", "read", "ws/sub/.env", "deny", "deny", "<workspace>/**/.env", 1},
-		{"read .env.local", "read", "ws/.env.local", "deny", "deny", "<workspace>/**/.env.*", 1},
-		{"write .envrc", "write", "ws/.envrc", "deny", "read", "<workspace>/**/.envrc", 1},
-		{"write ~/.bashrc", "write", "~/.bashrc", "deny", "deny", "(default)", 1},
-		{"read ~/.bashrc", "read", "~/.bashrc", "deny", "deny", "(default)", 1},
-		{"read ~/.gitconfig", "read", "~/.gitconfig", "allow", "read", "~/.gitconfig", 0},
-		{"write ~/.gitconfig", "write", "~/.gitconfig", "deny", "read", "~/.gitconfig", 1},
-		{"read a CA bundle under /usr", "read", "/usr/share/ca-certificates/x/cacert.pem", "allow", "read", "/usr/**", 0},
-		{"read /etc/shadow", "read", "/etc/shadow", "deny", "deny", "/etc/shadow", 1},
-		{"read /etc/sudoers.d", "read", "/etc/sudoers.d/90-agent", "deny", "deny", "/etc/sudoers.d/**", 1},
-		{"read /etc/hostname", "read", "/etc/hostname", "allow", "read", "/etc/**", 0},
-		{"write /dev/null", "write", "/dev/null", "allow", "write", "/dev/null", 0},
-		{"exec /usr/bin/env", "exec", "/usr/bin/env", "allow", "read", "/usr/**", 0},
-		{"read the launcher's state", "read", "$TMP/xdg/state/agent-launcher/session.json", "deny", "deny", "$TMP/xdg/state/agent-launcher/**", 1},
-		{"write the launcher's executable", "write", "$EXE", "deny", "read", "$EXE", 1},
-		{"read /root", "read", "/root/notes", "deny", "deny", "(default)", 1},
+		{"write in the workspace", "write", "ws/src/main.go", "allow", "write", "<workspace>/**"},
+		{"create in the workspace", "create", "ws/new.txt", "allow", "write", "<workspace>/**"},
+		{"read an SSH key", "read", "~/.ssh/id_ed25519", "deny", "deny", "~/.ssh/**"},
+		{"read an SSH key outside ~/.ssh", "read", "~/backup/id_ed25519", "deny", "deny", "~/**/id_ed25519"},
+		{"create a git hook", "create", "ws/.git/hooks/pre-commit", "deny", "read", "<workspace>/**/.git/hooks/**"},
+		{"write .git/config", "write", "ws/.git/config", "deny", "read", "<workspace>/**/.git/config"},
+		{"read .git/config", "read", "ws/.git/config", "allow", "read", "<workspace>/**/.git/config"},
+		{"read a nested .env", "read", "ws/sub/.env", "deny", "deny", "<workspace>/**/.env"},
+		{"read .env.local", "read", "ws/.env.local", "deny", "deny", "<workspace>/**/.env.*"},
+		{"write .envrc", "write", "ws/.envrc", "deny", "read", "<workspace>/**/.envrc"},
+		{"write a submodule hook", "write", "ws/.git/modules/lib/hooks/post-checkout", "deny", "read", "<workspace>/**/.git/modules/**/hooks/**"},
+		{"read ~/.gitconfig", "read", "~/.gitconfig", "allow", "read", "~/.gitconfig"},
+		{"write ~/.gitconfig", "write", "~/.gitconfig", "deny", "read", "~/.gitconfig"},
+		// File-name patterns apply under ~ and the workspace only.
+		{"read a CA bundle under /usr", "read", "/usr/share/ca-certificates/x/cacert.pem", "allow", "read", "/usr/**"},
+		{"read a .env under /etc", "read", "/etc/app/.env", "allow", "read", "/etc/**"},
+		{"read /etc/shadow", "read", "/etc/shadow", "deny", "deny", "/etc/shadow"},
+		{"read /etc/sudoers.d", "read", "/etc/sudoers.d/90-agent", "deny", "deny", "/etc/sudoers.d/**"},
+		{"read /etc/hostname", "read", "/etc/hostname", "allow", "read", "/etc/**"},
+		{"write /etc/hostname", "write", "/etc/hostname", "deny", "read", "/etc/**"},
+		{"write /dev/null", "write", "/dev/null", "allow", "write", "/dev/null"},
+		{"exec /usr/bin/env", "exec", "/usr/bin/env", "allow", "read", "/usr/**"},
+		{"read /root", "read", "/root/notes", "deny", "deny", "(default)"},
+		{"read the launcher's state", "read", "$TMP/xdg/state/agent-launcher/session.json", "deny", "deny", "$TMP/xdg/state/agent-launcher/**"},
 	}
+	sb := newSandbox(t)
+	var ops, paths []string
 	for _, tt := range tests {
+		path := tt.path
+		switch {
+		case strings.HasPrefix(path, "~/"):
+			path = filepath.Join(sb.home, path[2:])
+		case strings.HasPrefix(path, "ws/"):
+			path = filepath.Join(sb.ws, path[3:])
+		case strings.HasPrefix(path, "$TMP/"):
+			path = filepath.Join(sb.tmp, path[5:])
+		}
+		ops, paths = append(ops, tt.op), append(paths, path)
+	}
+	out := explainAll(t, sb, nil, ops, paths)
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb := newSandbox(t)
-			path := tt.path
-			switch {
-			case strings.HasPrefix(path, "~/"):
-				path = filepath.Join(sb.home, path[2:])
-			case strings.HasPrefix(path, "ws/"):
-				path = filepath.Join(sb.ws, path[3:])
-			case strings.HasPrefix(path, "$TMP/"):
-				path = filepath.Join(sb.tmp, path[5:])
-			case path == "$EXE":
-				path = executable(t)
+			o := out[i]
+			if o.Verdict != tt.wantVerdict || o.Tier != tt.wantTier || o.Rule.Pattern != tt.wantRule {
+				t.Errorf("%s %s = (verdict %q, tier %q, rule %q), want (%q, %q, %q)\nwhy: %s", tt.op, tt.path,
+					o.Verdict, o.Tier, o.Rule.Pattern, tt.wantVerdict, tt.wantTier, tt.wantRule, o.Why)
 			}
-			r := run("explain", "--json", "--op", tt.op, path)
-			if r.code != tt.wantCode {
-				t.Errorf("exit status %d, want %d", r.code, tt.wantCode)
-			}
-			out := decodeLines(t, sb.normalize(t, r.stdout))
-			if len(out) != 1 {
-				t.Fatalf("%d JSON lines, want 1", len(out))
-			}
-			o := out[0]
+		})
+	}
+}
+
+// TestExplainProtectsLauncher checks that a policy that grants everything
+// still cannot open the launcher's own files: its policy, the agents/
+// beside it, its configuration, state and approval directories, and its
+// executable (write-protected).
+func TestExplainProtectsLauncher(t *testing.T) {
+	tests := []struct {
+		name        string
+		op          string
+		path        string // under $TMP, or $EXE
+		wantVerdict string
+		wantTier    string
+		wantRule    string
+	}{
+		{"read the policy", "read", "$TMP/policy.toml", "deny", "deny", "$TMP/policy.toml"},
+		{"write the policy", "write", "$TMP/policy.toml", "deny", "deny", "$TMP/policy.toml"},
+		{"create an agent file", "create", "$TMP/agents/evil.toml", "deny", "deny", "$TMP/agents/**"},
+		{"read the XDG config", "read", "$TMP/xdg/config/agent-launcher/config.toml", "deny", "deny", "$TMP/xdg/config/agent-launcher/**"},
+		{"read the state", "read", "$TMP/xdg/state/agent-launcher/audit.log", "deny", "deny", "$TMP/xdg/state/agent-launcher/**"},
+		{"create an approval socket", "create", "$TMP/xdg/run/agent-launcher/approve.sock", "deny", "deny", "$TMP/xdg/run/agent-launcher/**"},
+		{"write the executable", "write", "$EXE", "deny", "read", "$EXE"},
+		{"delete the executable", "delete", "$EXE", "deny", "read", "$EXE"},
+		{"exec the executable", "exec", "$EXE", "allow", "read", "$EXE"},
+		{"write elsewhere", "write", "$TMP/xdg/state/other/file", "allow", "write", "/**"},
+	}
+	sb := newSandbox(t)
+	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), "[file_policy]\nwrite_paths = [\"/**\"]\n")
+	exe := executable(t)
+	var ops, paths []string
+	for _, tt := range tests {
+		path := strings.Replace(strings.Replace(tt.path, "$TMP", sb.tmp, 1), "$EXE", exe, 1)
+		ops, paths = append(ops, tt.op), append(paths, path)
+	}
+	out := explainAll(t, sb, []string{"--config", config}, ops, paths)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := out[i]
 			if o.Verdict != tt.wantVerdict || o.Tier != tt.wantTier || o.Rule.Pattern != tt.wantRule {
 				t.Errorf("%s %s = (verdict %q, tier %q, rule %q), want (%q, %q, %q)\nwhy: %s", tt.op, tt.path,
 					o.Verdict, o.Tier, o.Rule.Pattern, tt.wantVerdict, tt.wantTier, tt.wantRule, o.Why)
@@ -527,18 +652,18 @@ func TestExplainJSON(t *testing.T) {
 		},
 		{
 			name:   "exec outside exec_paths",
-			policy: "[file_policy]\nread_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
+			policy: "[file_policy]\nwrite_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
 			tool:   "Bash",
 			op:     "exec",
 			arg:    "/srv/www/run.sh",
 			want: explainOut{
-				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "deny",
+				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "write",
 				Error:        "agent-launcher policy denies exec of /srv/www/run.sh",
 				AllowedPaths: []string{"/srv/**"},
 				Hint:         "exec_paths does not list this program; run one it lists",
 				keys:         deniedKeys,
 			},
-			wantSource: "global $TMP/policy.toml:2: file_policy.read_paths[0]",
+			wantSource: "global $TMP/policy.toml:2: file_policy.write_paths[0]",
 		},
 		{
 			name: "allowed",
