@@ -3,7 +3,8 @@
 GO        ?= go
 BIN       := bin/agent-launcher
 FUZZTIME  ?= 30s
-STATICCHECK_VERSION := 2026.2.2
+# staticcheck 2026.2.2
+STATICCHECK_VERSION := v0.8.2
 
 .PHONY: all build test demo bench fuzz lint deps clean
 

@@ -464,7 +464,10 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 			if errors.As(err, &nw) {
 				return nil
 			}
-			panic(fmt.Sprintf("rules: built-in pattern %q: %v", pattern, err))
+			// A home or workspace the built-ins cannot be written for:
+			// refuse rather than run without the protection.
+			b.fail("", 0, src.Key, "cannot apply %q: %v", pattern, err)
+			return nil
 		}
 		b.fail(src.File, src.Line, src.Key, "%v", err)
 		return nil
@@ -677,6 +680,14 @@ func unescape(s string) string {
 	return out.String()
 }
 
+// joinable drops the trailing "/" of dir ("/" itself) when rest supplies one.
+func joinable(dir, rest string) string {
+	if strings.HasPrefix(rest, "/") {
+		return strings.TrimSuffix(dir, "/")
+	}
+	return dir
+}
+
 // noWorkspaceError is the error of a pattern that needs a workspace when
 // there is none; built-in patterns that need one are skipped instead.
 type noWorkspaceError string
@@ -693,16 +704,16 @@ func (b *builder) expand(pattern string) (string, error) {
 	rest := pattern
 	switch {
 	case rest == "~" || strings.HasPrefix(rest, "~/"):
-		out.WriteString(EscapeLiteral(b.opts.Home))
 		rest = rest[1:]
+		out.WriteString(joinable(EscapeLiteral(b.opts.Home), rest))
 	case strings.HasPrefix(rest, "~"):
 		return "", fmt.Errorf("%q: \"~user\" is not supported; write the absolute path", pattern)
 	case rest == "<workspace>" || strings.HasPrefix(rest, "<workspace>/"):
 		if b.opts.Workspace == "" {
 			return "", noWorkspaceError(fmt.Sprintf("%q uses <workspace>, but there is no workspace; pass --workspace DIR", pattern))
 		}
-		out.WriteString(EscapeLiteral(b.opts.Workspace))
 		rest = rest[len("<workspace>"):]
+		out.WriteString(joinable(EscapeLiteral(b.opts.Workspace), rest))
 	}
 	if strings.Contains(rest, "<workspace>") {
 		return "", fmt.Errorf("%q: <workspace> may only begin a pattern (\"<workspace>/...\")", pattern)

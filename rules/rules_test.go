@@ -450,3 +450,25 @@ func TestPure(t *testing.T) {
 		}
 	}
 }
+
+func TestRootHome(t *testing.T) {
+	// A home or workspace of "/" (containers) still gets every built-in,
+	// without doubled separators.
+	o := options(memFS{"/cfg/config.toml": "[file_policy]\nread_paths = [\"~/x\", \"<workspace>/y\"]\n"}, "")
+	o.Home, o.Workspace = "/", "/"
+	p, err := Load(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"/.ssh/**": false, "/**/.env": false, "/x": false, "/y": false}
+	for _, r := range p.Rules {
+		if _, ok := want[r.Expanded]; ok {
+			want[r.Expanded] = true
+		}
+	}
+	for k, found := range want {
+		if !found {
+			t.Errorf("no rule expanded to %s", k)
+		}
+	}
+}

@@ -144,11 +144,16 @@ func BenchmarkCompile(b *testing.B) {
 	for _, n := range []int{10, 100, 1000, 10000} {
 		p := benchPolicy(b, n)
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			var m *Matcher
 			for b.Loop() {
-				if _, err := Compile(p); err != nil {
+				var err error
+				if m, err = Compile(p); err != nil {
 					b.Fatal(err)
 				}
 			}
+			st := m.Stats()
+			b.ReportMetric(float64(st.States), "states")
+			b.ReportMetric(float64(st.TableBytes)/1024, "table-KiB")
 		})
 	}
 }
