@@ -387,7 +387,13 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet) (*automaton,
 				}
 			}
 		}
+		// Most classes reach only the wildcard edges: intern that set once.
+		baseTo := uint32(1<<32 - 1)
 		for c := 0; c < ncls; c++ {
+			if len(buckets[c]) == 0 && uint16(c) != al.slash && baseTo != 1<<32-1 {
+				a.trans = append(a.trans, baseTo)
+				continue
+			}
 			next = append(next[:0], buckets[c]...)
 			next = append(next, all...)
 			if uint16(c) != al.slash {
@@ -400,6 +406,9 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet) (*automaton,
 				return nil, err
 			}
 			a.trans = append(a.trans, to*width+1)
+			if len(buckets[c]) == 0 && uint16(c) != al.slash {
+				baseTo = to*width + 1
+			}
 		}
 	}
 	a.start = startState*width + 1
