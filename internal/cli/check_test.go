@@ -84,6 +84,11 @@ func TestCheckGolden(t *testing.T) {
 				}
 				got = normalizeStats(got)
 			} else {
+				// realign must reproduce check's own alignment, or
+				// the golden file would hide a misaligned table.
+				if again := realign(r.stdout); again != r.stdout {
+					t.Errorf("check's tables are not aligned as realign aligns them:\n%s", lineDiff(r.stdout, again))
+				}
 				got = realign(got)
 			}
 			golden(t, tt.golden, got)
@@ -117,7 +122,7 @@ func TestCheckAgent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb := newSandbox(t)
+			sb := newProjectSandbox(t)
 			config := installPolicy(t, sb)
 			r := run("check", "--config", config, "--agent", tt.agent)
 			if r.code != 0 {
@@ -264,5 +269,48 @@ func TestCheckDefaultIsValid(t *testing.T) {
 	}
 	if strings.Join(onlyFile, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines only in the --config output:\n%s\nwant:\n%s", strings.Join(onlyFile, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCheckRiskyWorkspace checks that check warns, on stderr, about a
+// workspace that run refuses, and still exits 0: the policy itself is valid.
+func TestCheckRiskyWorkspace(t *testing.T) {
+	tests := []struct {
+		name       string
+		workspace  string // "~" is the sandbox's home
+		wantStderr string
+	}{
+		{
+			name:      "home directory",
+			workspace: "~",
+			wantStderr: "agent-launcher: warning: the workspace is the home directory, which run refuses: it would grant every file you own\n" +
+				"agent-launcher: policy OK\n",
+		},
+		{
+			name:      "root",
+			workspace: "/",
+			// The default policy's "<workspace>/**" is then "/**".
+			wantStderr: "agent-launcher: warning: the workspace is /, which run refuses: it would grant the whole filesystem\n" +
+				"agent-launcher: policy OK, with 1 warning\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := newProjectSandbox(t)
+			ws := tt.workspace
+			if ws == "~" {
+				ws = sb.home
+			}
+			r := run("check", "--workspace", ws)
+			if r.code != 0 {
+				t.Errorf("exit status %d, want 0", r.code)
+			}
+			if r.stderr != tt.wantStderr {
+				t.Errorf("stderr:\n%s\nwant:\n%s", r.stderr, tt.wantStderr)
+			}
+			if !strings.Contains(r.stdout, "\nworkspace:  "+ws+"\n") {
+				t.Errorf("stdout does not name the workspace %s", ws)
+			}
+		})
 	}
 }

@@ -83,15 +83,15 @@ func TestConfigLookup(t *testing.T) {
 		},
 		{
 			name:       "relative flag is resolved against the current directory",
-			files:      []string{"$TMP/ws/local.toml", xdgFile},
+			files:      []string{"$TMP/home/project/local.toml", xdgFile},
 			flag:       "local.toml",
-			wantConfig: "$TMP/ws/local.toml",
+			wantConfig: "$TMP/home/project/local.toml",
 		},
 		{
 			name:       "relative AGENT_LAUNCHER_CONFIG is resolved against the current directory",
-			files:      []string{"$TMP/ws/local.toml", xdgFile},
+			files:      []string{"$TMP/home/project/local.toml", xdgFile},
 			env:        map[string]string{"AGENT_LAUNCHER_CONFIG": "local.toml"},
-			wantConfig: "$TMP/ws/local.toml",
+			wantConfig: "$TMP/home/project/local.toml",
 		},
 		{
 			name:       "missing flag file is an error",
@@ -120,7 +120,7 @@ func TestConfigLookup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb := newSandbox(t)
+			sb := newProjectSandbox(t)
 			expand := func(s string) string {
 				if s == "(empty)" {
 					return ""
@@ -228,7 +228,7 @@ func TestConfigLookupDecides(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb := newSandbox(t)
+			sb := newProjectSandbox(t)
 			args := []string{"explain", "--json"}
 			if tt.flag {
 				args = append(args, "--config", writeFile(t, filepath.Join(sb.tmp, "flag.toml"), policy("write_paths")))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -20,20 +21,24 @@ prompt_write_paths = ["<workspace>/ci/**"]
 deny_paths = ["<workspace>/private/**"]
 `
 
-// explainSandbox is a sandbox with explainPolicy in $TMP/policy.toml, a
-// private key in the home directory, a git repository in the workspace and
-// two symlinks from the workspace into ~/.ssh. It returns the policy's path.
+// explainSandbox is a project sandbox (the workspace is ~/project) with
+// explainPolicy in $TMP/policy.toml, a private key in ~/.ssh, a git
+// repository in the workspace and symlinks from the workspace into ~/.ssh.
+// It returns the policy's path.
 func explainSandbox(t *testing.T) (*sandbox, string) {
 	t.Helper()
-	sb := newSandbox(t)
+	sb := newProjectSandbox(t)
 	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), explainPolicy)
 	writeFile(t, filepath.Join(sb.home, ".ssh", "id_ed25519"), "not a key\n")
 	writeFile(t, filepath.Join(sb.ws, ".git", "config"), "[core]\n")
 	writeFile(t, filepath.Join(sb.ws, ".git", "hooks", "pre-commit.sample"), "#!/bin/sh\n")
 	writeFile(t, filepath.Join(sb.ws, "sub", "main.go"), "package main\n")
 	for link, target := range map[string]string{
-		"key":    filepath.Join(sb.home, ".ssh", "id_ed25519"),
-		"sshdir": filepath.Join(sb.home, ".ssh"),
+		"key":     filepath.Join(sb.home, ".ssh", "id_ed25519"),
+		"sshdir":  filepath.Join(sb.home, ".ssh"),
+		"planted": filepath.Join(sb.home, ".ssh", "authorized_keys"), // dangling
+		"relkey":  "../.ssh/id_ed25519",                              // relative to the workspace
+		"loop":    "loop",
 	} {
 		if err := os.Symlink(target, filepath.Join(sb.ws, link)); err != nil {
 			t.Fatal(err)
@@ -111,15 +116,11 @@ func TestExplainExitStatus(t *testing.T) {
 		wantCode int
 	}{
 		{"all allowed", "read", []string{"sub/main.go", "/srv/www/index.html", "ci/build.yml"}, 0},
-		{"all allowed, write", "write", []string{"sub/main.go", "new/file"}, 0},
-		{"one denied", "read", []string{"sub/main.go", "private/notes"}, 1},
-		{"default tier denies", "read", []string{"/nowhere/x"}, 1},
-		{"read-only path written", "write", []string{"/srv/www/index.html"}, 1},
-		{"one needs approval", "read", []string{"sub/main.go", "secrets/token"}, 2},
-		{"prompt-write written", "write", []string{"ci/build.yml"}, 2},
+		{"one denied", "read", []string{"sub/main.go", "/nowhere/x"}, 1},
+		{"one needs approval", "write", []string{"sub/main.go", "ci/build.yml"}, 2},
 		{"approval, then denied", "read", []string{"secrets/token", "private/notes"}, 1},
 		{"denied, then approval", "read", []string{"private/notes", "secrets/token"}, 1},
-		{"denied, approval, allowed", "read", []string{"private/notes", "secrets/token", "sub/main.go"}, 1},
+		{"denied, approval, allowed", "write", []string{"/srv/www/index.html", "ci/build.yml", "sub/main.go"}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,7 +195,7 @@ func TestExplainOps(t *testing.T) {
 		t.Run(tt.path+" "+tt.op, func(t *testing.T) {
 			abs := tt.path
 			if !filepath.IsAbs(abs) {
-				abs = "$TMP/ws/" + abs
+				abs = "$TMP/home/project/" + abs
 			}
 			if want := abs + ": " + tt.op + " " + tt.wantVerdict; heads[i] != want {
 				t.Errorf("explain --op %s %s: %q, want %q", tt.op, tt.path, heads[i], want)
@@ -287,11 +288,6 @@ func uniq(s []string) []string {
 	return out
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line + "\n"
-}
-
 func TestExplainUsageErrors(t *testing.T) {
 	const ops = "read, write, create, delete, exec, metadata"
 	tests := []struct {
@@ -332,7 +328,7 @@ func TestExplainOutput(t *testing.T) {
 		{
 			name: "prompt, relative path",
 			args: []string{"secrets/token"},
-			wantStdout: `$TMP/ws/secrets/token: read needs approval
+			wantStdout: `$TMP/home/project/secrets/token: read needs approval
   resolved from: secrets/token
   tier: prompt
   rule: <workspace>/secrets/**  ($TMP/policy.toml:4: file_policy.prompt_paths[0])
@@ -353,11 +349,11 @@ func TestExplainOutput(t *testing.T) {
 		{
 			name: "write protection",
 			args: []string{"--op", "write", ".git/config"},
-			wantStdout: `$TMP/ws/.git/config: write denied
+			wantStdout: `$TMP/home/project/.git/config: write denied
   resolved from: .git/config
   tier: read
-  rule: <workspace>/**/.git/config  (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands))
-  why: write tier capped at read by "<workspace>/**/.git/config" (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands)): write denied
+  rule: ~/**/.git/config  (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands))
+  why: write tier capped at read by "~/**/.git/config" (built-in write protection: git configuration (core.fsmonitor, core.hooksPath run commands)): write denied
   also matches:
     write <workspace>/**  ($TMP/policy.toml:3: file_policy.write_paths[0])
 `,
@@ -381,7 +377,7 @@ func TestExplainOutput(t *testing.T) {
   tier: read
   rule: /srv/**  ($TMP/policy.toml:2: file_policy.read_paths[0])
   why: read tier by "/srv/**" ($TMP/policy.toml:2: file_policy.read_paths[0]): delete denied
-$TMP/ws/private/b: delete denied
+$TMP/home/project/private/b: delete denied
   resolved from: private/b
   tier: deny
   rule: <workspace>/private/**  ($TMP/policy.toml:6: file_policy.deny_paths[0])
@@ -410,36 +406,89 @@ $TMP/ws/private/b: delete denied
 func TestExplainResolvesPaths(t *testing.T) {
 	tests := []struct {
 		name        string
-		chdir       string // relative to the workspace
 		arg         string
 		op          string
 		wantPath    string
 		wantVerdict string
 		wantRule    string
 	}{
-		{"relative", "", "sub/main.go", "write", "$TMP/ws/sub/main.go", "allow", "<workspace>/**"},
-		{"dot-dot", "", "sub/../sub/main.go", "write", "$TMP/ws/sub/main.go", "allow", "<workspace>/**"},
-		{"from a subdirectory", "sub", "../private/notes", "read", "$TMP/ws/private/notes", "deny", "<workspace>/private/**"},
-		{"does not exist yet", "", "new/dir/file", "create", "$TMP/ws/new/dir/file", "allow", "<workspace>/**"},
-		{"symlink to a key", "", "key", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
-		{"symlink to a key, write", "", "key", "write", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
-		{"through a symlinked directory", "", "sshdir/id_ed25519", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
-		{"new file in a symlinked directory", "", "sshdir/authorized_keys", "create", "$TMP/home/.ssh/authorized_keys", "deny", "~/.ssh/**"},
+		{"relative", "sub/main.go", "write", "$TMP/home/project/sub/main.go", "allow", "<workspace>/**"},
+		{"dot-dot", "sub/../sub/main.go", "write", "$TMP/home/project/sub/main.go", "allow", "<workspace>/**"},
+		{"does not exist yet", "new/dir/file", "create", "$TMP/home/project/new/dir/file", "allow", "<workspace>/**"},
+		{"symlink to a key", "key", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"symlink to a key, write", "key", "write", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"through a symlinked directory", "sshdir/id_ed25519", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"new file in a symlinked directory", "sshdir/authorized_keys", "create", "$TMP/home/.ssh/authorized_keys", "deny", "~/.ssh/**"},
+		{"absolute path through a symlink", "$TMP/home/project/key", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		{"relative symlink", "relkey", "read", "$TMP/home/.ssh/id_ed25519", "deny", "~/.ssh/**"},
+		// A create through a dangling symlink creates its target.
+		{"dangling symlink", "planted", "create", "$TMP/home/.ssh/authorized_keys", "deny", "~/.ssh/**"},
+		// The kernel applies ".." to the symlink's target: this is
+		// ~/notes.txt, outside the workspace, not ~/project/notes.txt.
+		{"dot-dot after a symlink", "sshdir/../notes.txt", "write", "$TMP/home/notes.txt", "deny", "(default)"},
 	}
+	sb, config := explainSandbox(t)
+	var ops, args []string
+	for _, tt := range tests {
+		ops, args = append(ops, tt.op), append(args, strings.Replace(tt.arg, "$TMP", sb.tmp, 1))
+	}
+	out := explainAll(t, sb, []string{"--config", config}, ops, args)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := out[i]
+			if o.Path != tt.wantPath || o.Verdict != tt.wantVerdict || o.Rule.Pattern != tt.wantRule {
+				t.Errorf("explain --op %s %s = (path %q, verdict %q, rule %q), want (%q, %q, %q)", tt.op, tt.arg,
+					o.Path, o.Verdict, o.Rule.Pattern, tt.wantPath, tt.wantVerdict, tt.wantRule)
+			}
+		})
+	}
+
+	// From a subdirectory of the workspace, ".." leads back to it.
+	t.Run("from a subdirectory", func(t *testing.T) {
+		t.Chdir(filepath.Join(sb.ws, "sub"))
+		r := run("explain", "--json", "--config", config, "--workspace", sb.ws, "../private/notes")
+		out := decodeLines(t, sb.normalize(t, r.stdout))
+		if len(out) != 1 || out[0].Path != "$TMP/home/project/private/notes" || out[0].Verdict != "deny" || r.code != 1 {
+			t.Errorf("explain ../private/notes from sub/ = %+v, exit status %d; want path $TMP/home/project/private/notes denied, 1", out, r.code)
+		}
+	})
+}
+
+// TestExplainUnresolvable checks the paths the kernel's walk would refuse.
+func TestExplainUnresolvable(t *testing.T) {
+	tests := []struct {
+		name       string
+		arg        string
+		wantStderr string
+	}{
+		{
+			name:       "dot-dot after a missing directory",
+			arg:        "missing/../main.go",
+			wantStderr: "agent-launcher: explain: $TMP/home/project/missing does not exist, so \"$TMP/home/project/missing/../main.go\" cannot be resolved\n",
+		},
+		{
+			name:       "a file used as a directory",
+			arg:        "sub/main.go/x",
+			wantStderr: "agent-launcher: explain: cannot resolve $TMP/home/project/sub/main.go/x: $TMP/home/project/sub/main.go is not a directory\n",
+		},
+		{
+			name:       "symlink loop",
+			arg:        "loop/x",
+			wantStderr: "agent-launcher: explain: cannot resolve $TMP/home/project/loop/x: too many levels of symbolic links\n",
+		},
+	}
+	sb, config := explainSandbox(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sb, config := explainSandbox(t)
-			if tt.chdir != "" {
-				t.Chdir(filepath.Join(sb.ws, tt.chdir))
+			r := run("explain", "--config", config, tt.arg)
+			if r.code != 125 {
+				t.Errorf("exit status %d, want 125", r.code)
 			}
-			r := run("explain", "--json", "--config", config, "--workspace", sb.ws, "--op", tt.op, tt.arg)
-			out := decodeLines(t, sb.normalize(t, r.stdout))
-			if len(out) != 1 {
-				t.Fatalf("%d JSON lines, want 1", len(out))
+			if r.stdout != "" {
+				t.Errorf("stdout = %q, want nothing", r.stdout)
 			}
-			if out[0].Path != tt.wantPath || out[0].Verdict != tt.wantVerdict || out[0].Rule.Pattern != tt.wantRule {
-				t.Errorf("explain %s %s = (path %q, verdict %q, rule %q), want (%q, %q, %q)", tt.op, tt.arg,
-					out[0].Path, out[0].Verdict, out[0].Rule.Pattern, tt.wantPath, tt.wantVerdict, tt.wantRule)
+			if got := sb.normalize(t, r.stderr); got != tt.wantStderr {
+				t.Errorf("stderr = %q, want %q", got, tt.wantStderr)
 			}
 		})
 	}
@@ -531,7 +580,7 @@ func TestExplainProtectsLauncher(t *testing.T) {
 		{"exec the executable", "exec", "$EXE", "allow", "read", "$EXE"},
 		{"write elsewhere", "write", "$TMP/xdg/state/other/file", "allow", "write", "/**"},
 	}
-	sb := newSandbox(t)
+	sb := newProjectSandbox(t)
 	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), "[file_policy]\nwrite_paths = [\"/**\"]\n")
 	exe := executable(t)
 	var ops, paths []string
@@ -555,7 +604,7 @@ func TestExplainProtectsLauncher(t *testing.T) {
 // agent frameworks read (error, tool_name, path, allowed_paths, hint) plus
 // the decision; for any other path, no error, hint or allowed_paths.
 func TestExplainJSON(t *testing.T) {
-	readAllowed := []string{"$TMP/ws/ci/**", "/srv/**", "$TMP/ws/**"}
+	readAllowed := []string{"$TMP/home/project/ci/**", "/srv/**", "$TMP/home/project/**"}
 	tests := []struct {
 		name   string
 		policy string // replaces explainPolicy when set
@@ -563,6 +612,10 @@ func TestExplainJSON(t *testing.T) {
 		op     string
 		arg    string
 		want   explainOut // keys, Why and Rule.Source are not compared
+		// anyAllowed skips allowed_paths (only its presence is checked):
+		// for exec under exec_paths it lists the read and write trees,
+		// which exec_paths narrows further.
+		anyAllowed bool
 		// wantSource is Rule.Source as "origin file:line: key".
 		wantSource string
 	}{
@@ -586,8 +639,8 @@ func TestExplainJSON(t *testing.T) {
 			op:   "read",
 			arg:  "private/notes",
 			want: explainOut{
-				Schema: 1, ToolName: "Read", Path: "$TMP/ws/private/notes", Op: "read", Verdict: "deny", Tier: "deny",
-				Error:        "agent-launcher policy denies read of $TMP/ws/private/notes",
+				Schema: 1, ToolName: "Read", Path: "$TMP/home/project/private/notes", Op: "read", Verdict: "deny", Tier: "deny",
+				Error:        "agent-launcher policy denies read of $TMP/home/project/private/notes",
 				AllowedPaths: readAllowed,
 				Hint:         "denied by $TMP/policy.toml:6: file_policy.deny_paths[0]; ask the operator to change the policy",
 				keys:         deniedKeys,
@@ -616,7 +669,7 @@ func TestExplainJSON(t *testing.T) {
 			want: explainOut{
 				Schema: 1, ToolName: "Write", Path: "/srv/www/index.html", Op: "write", Verdict: "deny", Tier: "read",
 				Error:        "agent-launcher policy denies write of /srv/www/index.html",
-				AllowedPaths: []string{"$TMP/ws/**"},
+				AllowedPaths: []string{"$TMP/home/project/**"},
 				Hint:         "the path is read-only ($TMP/policy.toml:2: file_policy.read_paths[0]); write under one of allowed_paths instead",
 				keys:         deniedKeys,
 			},
@@ -628,9 +681,9 @@ func TestExplainJSON(t *testing.T) {
 			op:   "write",
 			arg:  ".git/config",
 			want: explainOut{
-				Schema: 1, ToolName: "Edit", Path: "$TMP/ws/.git/config", Op: "write", Verdict: "deny", Tier: "read",
-				Error:        "agent-launcher policy denies write of $TMP/ws/.git/config",
-				AllowedPaths: []string{"$TMP/ws/**"},
+				Schema: 1, ToolName: "Edit", Path: "$TMP/home/project/.git/config", Op: "write", Verdict: "deny", Tier: "read",
+				Error:        "agent-launcher policy denies write of $TMP/home/project/.git/config",
+				AllowedPaths: []string{"$TMP/home/project/**"},
 				Hint:         "this file is write-protected because programs outside the session run or obey it (git configuration (core.fsmonitor, core.hooksPath run commands)); read it, or ask the operator",
 				keys:         deniedKeys,
 			},
@@ -640,7 +693,7 @@ func TestExplainJSON(t *testing.T) {
 			name: "the launcher's own policy file",
 			tool: "Read",
 			op:   "read",
-			arg:  "../policy.toml",
+			arg:  "../../policy.toml",
 			want: explainOut{
 				Schema: 1, ToolName: "Read", Path: "$TMP/policy.toml", Op: "read", Verdict: "deny", Tier: "deny",
 				Error:        "agent-launcher policy denies read of $TMP/policy.toml",
@@ -651,19 +704,34 @@ func TestExplainJSON(t *testing.T) {
 			wantSource: "built-in :0: built-in launcher protection",
 		},
 		{
-			name:   "exec outside exec_paths",
-			policy: "[file_policy]\nwrite_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
-			tool:   "Bash",
-			op:     "exec",
-			arg:    "/srv/www/run.sh",
+			name:       "exec outside exec_paths, write tier",
+			policy:     "[file_policy]\nwrite_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
+			tool:       "Bash",
+			op:         "exec",
+			arg:        "/srv/www/run.sh",
+			anyAllowed: true,
 			want: explainOut{
 				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "write",
-				Error:        "agent-launcher policy denies exec of /srv/www/run.sh",
-				AllowedPaths: []string{"/srv/**"},
-				Hint:         "exec_paths does not list this program; run one it lists",
-				keys:         deniedKeys,
+				Error: "agent-launcher policy denies exec of /srv/www/run.sh",
+				Hint:  "exec_paths does not list this program; run one it lists",
+				keys:  deniedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:2: file_policy.write_paths[0]",
+		},
+		{
+			name:       "exec outside exec_paths, read tier",
+			policy:     "[file_policy]\nread_paths = [\"/srv/**\"]\nexec_paths = [\"/srv/bin/**\"]\n",
+			tool:       "Bash",
+			op:         "exec",
+			arg:        "/srv/www/run.sh",
+			anyAllowed: true,
+			want: explainOut{
+				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "read",
+				Error: "agent-launcher policy denies exec of /srv/www/run.sh",
+				Hint:  "exec_paths does not list this program; run one it lists",
+				keys:  deniedKeys,
+			},
+			wantSource: "global $TMP/policy.toml:2: file_policy.read_paths[0]",
 		},
 		{
 			name: "allowed",
@@ -671,7 +739,7 @@ func TestExplainJSON(t *testing.T) {
 			op:   "read",
 			arg:  "sub/main.go",
 			want: explainOut{
-				Schema: 1, ToolName: "Read", Path: "$TMP/ws/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
+				Schema: 1, ToolName: "Read", Path: "$TMP/home/project/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
 				keys: allowedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:3: file_policy.write_paths[0]",
@@ -682,7 +750,7 @@ func TestExplainJSON(t *testing.T) {
 			op:   "write",
 			arg:  "ci/build.yml",
 			want: explainOut{
-				Schema: 1, ToolName: "Write", Path: "$TMP/ws/ci/build.yml", Op: "write", Verdict: "prompt", Tier: "prompt-write",
+				Schema: 1, ToolName: "Write", Path: "$TMP/home/project/ci/build.yml", Op: "write", Verdict: "prompt", Tier: "prompt-write",
 				keys: allowedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:5: file_policy.prompt_write_paths[0]",
@@ -692,7 +760,7 @@ func TestExplainJSON(t *testing.T) {
 			op:   "read",
 			arg:  "sub/main.go",
 			want: explainOut{
-				Schema: 1, ToolName: "agent-launcher", Path: "$TMP/ws/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
+				Schema: 1, ToolName: "agent-launcher", Path: "$TMP/home/project/sub/main.go", Op: "read", Verdict: "allow", Tier: "write",
 				keys: allowedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:3: file_policy.write_paths[0]",
@@ -715,23 +783,21 @@ func TestExplainJSON(t *testing.T) {
 			}
 			got := out[0]
 			src := got.Rule.Source
-			if s := src.Origin + " " + src.File + ":" + itoa(src.Line) + ": " + src.Key; s != tt.wantSource {
+			if s := src.Origin + " " + src.File + ":" + strconv.Itoa(src.Line) + ": " + src.Key; s != tt.wantSource {
 				t.Errorf("rule source = %q, want %q", s, tt.wantSource)
 			}
 			if !strings.HasSuffix(got.Why, ": "+tt.op+" "+map[string]string{"allow": "allowed", "deny": "denied", "prompt": "needs approval"}[tt.want.Verdict]) {
 				t.Errorf("why = %q does not end in the verdict", got.Why)
 			}
 			got.Rule, got.Why = tt.want.Rule, ""
+			if tt.anyAllowed {
+				got.AllowedPaths = nil
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("explain --json:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // TestExplainJSONLines checks that several paths give one object per line,
@@ -749,7 +815,7 @@ func TestExplainJSONLines(t *testing.T) {
 	for _, o := range decodeLines(t, sb.normalize(t, r.stdout)) {
 		got = append(got, o.Path+" "+o.Verdict+" "+o.ToolName)
 	}
-	want := []string{"$TMP/ws/sub/main.go allow Read", "$TMP/home/.ssh/id_ed25519 deny Read", "$TMP/ws/secrets/token prompt Read"}
+	want := []string{"$TMP/home/project/sub/main.go allow Read", "$TMP/home/.ssh/id_ed25519 deny Read", "$TMP/home/project/secrets/token prompt Read"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("lines = %q, want %q", got, want)
 	}

@@ -32,8 +32,24 @@ type sandbox struct {
 
 // newSandbox creates a sandbox, points HOME, XDG_CONFIG_HOME, XDG_STATE_HOME
 // and XDG_RUNTIME_DIR at it, unsets AGENT_LAUNCHER_CONFIG and changes to the
-// workspace. Tests that use it cannot run in parallel (t.Setenv, t.Chdir).
+// workspace, $TMP/ws: outside the home directory, so that the built-in
+// file-name rules appear under both "~/**/" and "<workspace>/**/". Tests
+// that use it cannot run in parallel (t.Setenv, t.Chdir).
 func newSandbox(t *testing.T) *sandbox {
+	t.Helper()
+	return newSandboxAt(t, "ws")
+}
+
+// newProjectSandbox is newSandbox with the workspace at $TMP/home/project,
+// the usual layout. The built-in file-name rules then appear under "~/**/"
+// only, which halves the automaton and the cost of each run.
+func newProjectSandbox(t *testing.T) *sandbox {
+	t.Helper()
+	return newSandboxAt(t, filepath.Join("home", "project"))
+}
+
+// newSandboxAt creates a sandbox whose workspace is ws, relative to $TMP.
+func newSandboxAt(t *testing.T, ws string) *sandbox {
 	t.Helper()
 	// The CLI resolves symlinks in every path it prints; so must we, or the
 	// replacement of the temporary directory misses on systems where it is
@@ -45,7 +61,7 @@ func newSandbox(t *testing.T) *sandbox {
 	sb := &sandbox{
 		tmp:   tmp,
 		home:  filepath.Join(tmp, "home"),
-		ws:    filepath.Join(tmp, "ws"),
+		ws:    filepath.Join(tmp, ws),
 		cfg:   filepath.Join(tmp, "xdg", "config"),
 		state: filepath.Join(tmp, "xdg", "state"),
 		run:   filepath.Join(tmp, "xdg", "run"),
@@ -85,9 +101,7 @@ func writeFile(t *testing.T, path, content string) string {
 	return path
 }
 
-// copyFile copies the file src (relative to the package directory) to dst.
-// Call it before newSandbox changes the current directory, or pass an
-// absolute src.
+// copyFile copies the file src to dst, creating dst's directory.
 func copyFile(t *testing.T, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
