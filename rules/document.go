@@ -94,7 +94,7 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 	d := &document{name: name, dir: dir, lines: map[string]int{}}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&d.tree); err != nil {
-		errs := decodeErrors(name, err)
+		errs := decodeErrors(name, data, err)
 		var strict *toml.StrictMissingError
 		if !errors.As(err, &strict) {
 			return nil, errs
@@ -111,7 +111,7 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 var typeErrRe = regexp.MustCompile(`cannot decode TOML (\w+) into (?:.* of type )?(\S+)`)
 
 // decodeErrors turns go-toml's errors into file:line: key: sentences.
-func decodeErrors(name string, err error) ErrorList {
+func decodeErrors(name string, data []byte, err error) ErrorList {
 	var strict *toml.StrictMissingError
 	if errors.As(err, &strict) {
 		var out ErrorList
@@ -136,6 +136,8 @@ func decodeErrors(name string, err error) ErrorList {
 		if m := typeErrRe.FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("expected %s, found %s", goTypeName(m[2]), tomlTypeName(m[1]))
 		} else if strings.Contains(msg, "already defined") {
+			// go-toml names the key relative to its table.
+			key = fullKeyAt(data, row, key)
 			msg = "is set twice; keep one"
 		} else {
 			msg = "not valid TOML: " + msg
@@ -143,6 +145,39 @@ func decodeErrors(name string, err error) ErrorList {
 		return ErrorList{{File: name, Line: row, Key: key, Msg: msg}}
 	}
 	return ErrorList{{File: name, Msg: "cannot decode: " + err.Error()}}
+}
+
+// fullKeyAt returns the dotted key (with its table) written on line row, or
+// fallback.
+func fullKeyAt(data []byte, row int, fallback string) string {
+	p := unstable.Parser{}
+	p.Reset(data)
+	var table []string
+	for p.NextExpression() {
+		e := p.Expression()
+		var parts []string
+		line := 0
+		it := e.Key()
+		for it.Next() {
+			n := it.Node()
+			parts = append(parts, string(n.Data))
+			if line == 0 {
+				line = p.Shape(n.Raw).Start.Line
+			}
+		}
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			table = parts
+			if line == row {
+				return strings.Join(table, ".")
+			}
+		case unstable.KeyValue:
+			if line == row {
+				return strings.Join(append(append([]string(nil), table...), parts...), ".")
+			}
+		}
+	}
+	return fallback
 }
 
 func knownKeys(key []string) []string {

@@ -101,7 +101,7 @@ func Load(opts Options) (*Policy, error) {
 			} else if len(known) > 0 {
 				msg += "; defined agents: " + strings.Join(known, ", ")
 			}
-			return nil, ErrorList{{Key: "agent", Msg: msg}}
+			return nil, ErrorList{{Msg: msg}}
 		}
 	}
 	b.errs = append(b.errs, global.errs...)
@@ -112,7 +112,23 @@ func Load(opts Options) (*Policy, error) {
 	if len(b.errs) > 0 {
 		return nil, b.errs.sorted()
 	}
-	return b.pol, nil
+	// Empty lists, not nil: they read as [] in JSON.
+	p := b.pol
+	for _, l := range []*[]string{&p.Presets} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if p.Connect == nil {
+		p.Connect = []Connect{}
+	}
+	if p.Warnings == nil {
+		p.Warnings = []Warning{}
+	}
+	if p.Env.Pass == nil {
+		p.Env.Pass = []EnvRule{}
+	}
+	return p, nil
 }
 
 // AgentNames returns the agents the global file defines, in [agents.NAME]

@@ -1,6 +1,8 @@
 package rules
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -111,6 +113,27 @@ type Rule struct {
 	// Note says why a built-in or preset rule exists.
 	Note   string `json:"note,omitempty"`
 	Source Source `json:"source"`
+}
+
+// MarshalJSON leaves out the tier of rules that have none (exec_paths,
+// builtin_exceptions).
+func (r *Rule) MarshalJSON() ([]byte, error) {
+	type plain Rule
+	var v any = (*plain)(r)
+	if r.Kind != KindTier && r.Kind != KindWriteProtect {
+		v = struct {
+			*plain
+			Tier *Tier `json:"tier,omitempty"`
+		}{plain: (*plain)(r)}
+	}
+	// Patterns hold "<workspace>": keep it readable.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Exceptable reports whether builtin_exceptions may lift r: the built-in

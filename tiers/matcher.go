@@ -163,15 +163,15 @@ func (m *Matcher) complexRule() *rules.Rule {
 // Policy returns the policy m was compiled from.
 func (m *Matcher) Policy() *rules.Policy { return m.pol }
 
-// Stats describes the compiled automaton.
+// Stats describes the compiled automata.
 type Stats struct {
-	Rules        int // rules of every kind
-	Alternatives int // glob alternatives after brace expansion
-	NFANodes     int
-	States       int // DFA states
-	Classes      int // rune classes
-	AcceptSets   int // distinct outcomes
-	TableBytes   int
+	Rules        int `json:"rules"`        // rules of every kind
+	Alternatives int `json:"alternatives"` // glob alternatives after brace expansion
+	NFANodes     int `json:"nfa_nodes"`
+	States       int `json:"states"`      // DFA states
+	Classes      int `json:"classes"`     // rune classes
+	AcceptSets   int `json:"accept_sets"` // distinct sets of matching alternatives
+	TableBytes   int `json:"table_bytes"`
 }
 
 // Stats returns the size of the compiled automata, summed.
@@ -439,6 +439,15 @@ func (m *Matcher) Explain(path string, op Op) Explanation {
 // they match may still be carved out by a deny rule or the write protection.
 func (m *Matcher) AllowedPatterns(op Op) []string {
 	out := []string{}
+	if op == OpExec && m.execRestricted {
+		// Only exec_paths may be executed (where the tier lets read).
+		for _, r := range m.pol.Rules {
+			if r.Kind == rules.KindExec {
+				out = append(out, r.Expanded)
+			}
+		}
+		return out
+	}
 	seen := map[string]bool{}
 	for _, r := range m.pol.Rules {
 		if r.Kind != rules.KindTier || verdicts[r.Tier][op] != Allowed || seen[r.Expanded] {

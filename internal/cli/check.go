@@ -22,9 +22,9 @@ func (c *command) check(args []string) int {
 	pf.register(fs)
 	jsonOut := fs.Bool("json", false, "")
 	showDefault := fs.Bool("show-default", false, "")
-	pos, ok := c.parse(fs, args)
+	pos, status, ok := c.parse(fs, args)
 	if !ok {
-		return ExitFailure
+		return status
 	}
 	if len(pos) > 0 {
 		c.errorf("check: unexpected argument %q; check takes only flags", pos[0])

@@ -92,26 +92,45 @@ func (c *command) flagSet(name string) *flag.FlagSet {
 }
 
 // parse parses flags and positional arguments in any order ("explain PATH
-// --json" works); "--" ends the flags.
-func (c *command) parse(fs *flag.FlagSet, args []string) ([]string, bool) {
-	var pos []string
+// --json" works); "--" ends the flags. When it returns ok == false the
+// command is over and its exit status is status (0 after -h).
+func (c *command) parse(fs *flag.FlagSet, args []string) (pos []string, status int, ok bool) {
 	for {
-		if err := fs.Parse(args); err != nil {
-			msg := err.Error()
-			if errors.Is(err, flag.ErrHelp) {
-				msg = "see \"agent-launcher help\""
-			}
-			c.errorf("%s: %s", fs.Name(), strings.TrimPrefix(msg, "flag provided but not defined: "))
-			return nil, false
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			c.usage(c.stdout)
+			return nil, ExitOK, false
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, true
+		if err != nil {
+			c.errorf("%s: %s", fs.Name(), flagError(fs, err))
+			return nil, ExitFailure, false
 		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), true
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), ExitOK, true
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		if len(rest) == 0 {
+			return pos, ExitOK, true
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
+}
+
+// flagError rewrites the flag package's messages as sentences, with the
+// flags spelled the way users type them.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := rules.Suggest(name, names); s != "" {
+			return fmt.Sprintf("unknown flag --%s; did you mean --%s?", name, s)
+		}
+		return fmt.Sprintf("unknown flag --%s; the flags are --%s", name, strings.Join(names, ", --"))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("--%s needs a value", name)
+	}
+	return strings.ReplaceAll(msg, " -", " --")
 }

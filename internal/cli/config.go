@@ -237,11 +237,9 @@ func (e *env) load(agent string) (*compiled, error) {
 // once (check loads several agents that share the global file).
 func (c *command) reportPolicyError(err error) {
 	seen := map[string]bool{}
-	refused := false
 	for _, one := range flatten(err) {
 		var list rules.ErrorList
 		if errors.As(one, &list) {
-			refused = true
 			for _, e := range list {
 				if s := e.Error(); !seen[s] {
 					seen[s] = true
@@ -254,9 +252,6 @@ func (c *command) reportPolicyError(err error) {
 			seen[s] = true
 			c.errorf("%s", s)
 		}
-	}
-	if refused {
-		c.errorf("the policy was refused; nothing ran")
 	}
 }
 

@@ -196,7 +196,7 @@ func TestConfigLookup(t *testing.T) {
 			if !reflect.DeepEqual(gotErrors, wantErrors) {
 				t.Errorf("errors = %+v, want %+v", gotErrors, wantErrors)
 			}
-			wantStderr := "agent-launcher: " + tt.wantConfig + ": " + tt.wantError + "\n" + refused
+			wantStderr := "agent-launcher: " + tt.wantConfig + ": " + tt.wantError + "\n"
 			if got := sb.normalize(t, r.stderr); got != wantStderr {
 				t.Errorf("stderr = %q, want %q", got, wantStderr)
 			}

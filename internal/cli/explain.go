@@ -16,9 +16,9 @@ func (c *command) explain(args []string) int {
 	jsonOut := fs.Bool("json", false, "")
 	opName := fs.String("op", "read", "")
 	tool := fs.String("tool", "agent-launcher", "")
-	paths, ok := c.parse(fs, args)
+	paths, status, ok := c.parse(fs, args)
 	if !ok {
-		return ExitFailure
+		return status
 	}
 	op, ok := tiers.ParseOp(*opName)
 	if !ok {
@@ -36,10 +36,9 @@ func (c *command) explain(args []string) int {
 	}
 	p, err := e.load(pf.agent)
 	if err != nil {
-		c.reportPolicyError(err)
-		return ExitFailure
+		return c.checkFailed(*jsonOut, e, err)
 	}
-	status := ExitOK
+	status = ExitOK
 	for _, arg := range paths {
 		path, err := canonical(arg)
 		if err != nil {
@@ -121,7 +120,7 @@ type explainJSON struct {
 	Error        string        `json:"error,omitempty"`
 	ToolName     string        `json:"tool_name"`
 	Path         string        `json:"path"`
-	AllowedPaths []string      `json:"allowed_paths,omitempty"`
+	AllowedPaths *[]string     `json:"allowed_paths,omitempty"` // present (maybe empty) on denials
 	Hint         string        `json:"hint,omitempty"`
 	Op           tiers.Op      `json:"op"`
 	Verdict      tiers.Verdict `json:"verdict"`
@@ -141,10 +140,12 @@ func writeExplainJSON(c *command, m *tiers.Matcher, arg string, ex tiers.Explana
 	if d.Verdict == tiers.Denied {
 		out.Error = fmt.Sprintf("agent-launcher policy denies %s of %s", d.Op, ex.Path)
 		out.Hint = hint(d)
-		out.AllowedPaths = m.AllowedPatterns(d.Op)
+		allowed := m.AllowedPatterns(d.Op)
+		out.AllowedPaths = &allowed
 	}
-	b, _ := json.Marshal(out)
-	c.stdout.Write(append(b, '\n'))
+	enc := json.NewEncoder(c.stdout)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(out)
 }
 
 // hint says what would change the answer, for the agent and its operator.

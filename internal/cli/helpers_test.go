@@ -193,7 +193,7 @@ func realign(s string) string {
 // volatileStats are the automaton sizes in check --json. They depend on the
 // length of the temporary directory's name (every literal byte of a pattern
 // is an automaton node) and on the engine's internals, not on the policy.
-var volatileStats = regexp.MustCompile(`("(?:NFANodes|States|Classes|AcceptSets|TableBytes)": )\d+`)
+var volatileStats = regexp.MustCompile(`("(?:nfa_nodes|states|classes|accept_sets|table_bytes)": )\d+`)
 
 func normalizeStats(s string) string {
 	return volatileStats.ReplaceAllString(s, `${1}"(varies)"`)
