@@ -99,6 +99,11 @@ var writeProtectHome = []builtinEntry{
 
 // writeProtectNames are protected anywhere under "~" and "<workspace>".
 var writeProtectNames = []builtinEntry{
+	// The .git entry itself: a .git file ("gitdir: elsewhere") or a
+	// replaced .git directory points git at a config and hooks the agent
+	// wrote, and renaming .git would move its config out from under the
+	// rules below.
+	{".git", "a .git file or directory tells git where its config and hooks are"},
 	{".git/hooks/**", "git hooks run on the operator's next git command"},
 	{".git/config", "git configuration (core.fsmonitor, core.hooksPath run commands)"},
 	{".git/modules/**/hooks/**", "submodule git hooks"},

@@ -28,8 +28,9 @@ var builtinEnvDrops = []struct{ pattern, note string }{
 	{"*API_KEY*", "looks like a secret"},
 }
 
-// EnvRule is one [env] pass or drop pattern. Patterns match whole variable
-// names; "*" and "?" are wildcards.
+// EnvRule is one [env] pass or drop entry. Drop patterns match whole
+// variable names, with "*" and "?" as wildcards; pass entries are exact
+// names.
 type EnvRule struct {
 	Pattern string `json:"pattern"`
 	Note    string `json:"note,omitempty"`

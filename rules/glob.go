@@ -145,13 +145,15 @@ func EscapeLiteral(s string) string {
 	if !strings.ContainsAny(s, `*?[]{}\,`) {
 		return s
 	}
+	// Byte by byte: the metacharacters are ASCII, and every other byte,
+	// valid UTF-8 or not, is copied as it is.
 	var b strings.Builder
-	for _, r := range s {
-		switch r {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
 		case '*', '?', '[', ']', '{', '}', '\\', ',':
 			b.WriteByte('\\')
 		}
-		b.WriteRune(r)
+		b.WriteByte(s[i])
 	}
 	return b.String()
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -259,6 +260,10 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 		b.fail("", 0, "home", "the home directory %q is not an absolute path; set HOME", opts.Home)
 		return
 	}
+	if !utf8.ValidString(opts.Home) || !utf8.ValidString(opts.Workspace) {
+		b.fail("", 0, "workspace", "the home directory or workspace path is not valid UTF-8; policy patterns cannot name it exactly, so choose a directory with a UTF-8 name")
+		return
+	}
 	b.opts.Home = path.Clean(opts.Home)
 	b.pol.Home = b.opts.Home
 	if opts.Workspace != "" {
@@ -316,6 +321,12 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 			b.fail(src.File, src.Line, src.Key, "%q is not a precedence mode; use \"specific\" or \"restrictive\"%s", *c.v, didYouMean(*c.v, []string{"specific", "restrictive"}))
 			continue
 		}
+		if c.f.origin == OriginAgent && p == Specific && b.pol.Precedence == Restrictive {
+			// Protections only accumulate: under "specific" a grant of the
+			// overlay or the global file could win over a global prompt.
+			b.fail(src.File, src.Line, src.Key, "an overlay cannot loosen precedence from \"restrictive\" (%s) to \"specific\"; remove it, or set precedence in the global file", b.pol.PrecedenceSource)
+			continue
+		}
 		b.pol.Precedence, b.pol.PrecedenceSource = p, src
 	}
 	b.promptTimeout(global, overlay, ov, ovPrefix)
@@ -360,6 +371,11 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 		}
 		vals, f := pick(l.g, gf(l.name), l.o, of(l.name))
 		b.addList(vals, f, KindTier, l.tier)
+	}
+	if ofp.ExecPaths != nil && len(*ofp.ExecPaths) == 0 && gfp.ExecPaths != nil && len(*gfp.ExecPaths) > 0 {
+		src := of("exec_paths").source("")
+		b.fail(src.File, src.Line, src.Key, "an empty list would lift the global file's exec_paths (%s); list what this agent may execute",
+			gf("exec_paths").source(""))
 	}
 	execs, execField := pick(gfp.ExecPaths, gf("exec_paths"), ofp.ExecPaths, of("exec_paths"))
 	b.addList(execs, execField, KindExec, Read)
@@ -443,12 +459,18 @@ func (b *builder) env(global, overlay *document, ov *agentDoc, ovPrefix string) 
 	if oe == nil {
 		oe = &envDoc{}
 	}
-	add := func(vals []string, f field) []EnvRule {
+	add := func(vals []string, f field, exact bool) []EnvRule {
 		var out []EnvRule
 		for i, v := range vals {
 			src := f.source(fmt.Sprintf("[%d]", i))
-			if !validEnvPattern(v) {
+			switch {
+			case !validEnvPattern(v):
 				b.fail(src.File, src.Line, src.Key, "%q is not a variable name; use letters, digits and '_', with '*' or '?' as wildcards", v)
+				continue
+			case exact && strings.ContainsAny(v, "*?"):
+				// A pattern in pass would undo the drops wholesale
+				// (pass = ["*"]); secrets are passed one by one.
+				b.fail(src.File, src.Line, src.Key, "%q is a pattern; pass names each variable exactly, so that it cannot undo the drops", v)
 				continue
 			}
 			out = append(out, EnvRule{Pattern: v, Source: src})
@@ -456,10 +478,10 @@ func (b *builder) env(global, overlay *document, ov *agentDoc, ovPrefix string) 
 		return out
 	}
 	pass, passField := pick(ge.Pass, field{global, OriginGlobal, "env.pass"}, oe.Pass, field{overlay, OriginAgent, ovPrefix + "env.pass"})
-	b.pol.Env.Pass = add(pass, passField)
-	b.pol.Env.Drop = append(b.pol.Env.Drop, add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"})...)
+	b.pol.Env.Pass = add(pass, passField, true)
+	b.pol.Env.Drop = append(b.pol.Env.Drop, add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"}, false)...)
 	if oe.Drop != nil {
-		b.pol.Env.Drop = append(b.pol.Env.Drop, add(*oe.Drop, field{overlay, OriginAgent, ovPrefix + "env.drop"})...)
+		b.pol.Env.Drop = append(b.pol.Env.Drop, add(*oe.Drop, field{overlay, OriginAgent, ovPrefix + "env.drop"}, false)...)
 	}
 }
 

@@ -130,6 +130,14 @@ func TestValidationErrors(t *testing.T) {
 			`/cfg/config.toml:2: file_policy.presets[0]: "sytem" is not a preset; the presets are system (did you mean "system"?)`},
 		{"bad env name", memFS{"/cfg/config.toml": "[env]\npass = [\"A-B\"]\n"}, "", nil,
 			`/cfg/config.toml:2: env.pass[0]: "A-B" is not a variable name; use letters, digits and '_', with '*' or '?' as wildcards`},
+		{"pass pattern", memFS{"/cfg/config.toml": "[agents.a.env]\npass = [\"*\"]\n"}, "a", nil,
+			`/cfg/config.toml:2: agents.a.env.pass[0]: "*" is a pattern; pass names each variable exactly, so that it cannot undo the drops`},
+		{"overlay loosens precedence", memFS{"/cfg/config.toml": "[file_policy]\nprecedence = \"restrictive\"\n[agents.a.file_policy]\nprecedence = \"specific\"\n"}, "a", nil,
+			`/cfg/config.toml:4: agents.a.file_policy.precedence: an overlay cannot loosen precedence from "restrictive" (/cfg/config.toml:2: file_policy.precedence) to "specific"; remove it, or set precedence in the global file`},
+		{"overlay lifts exec_paths", memFS{"/cfg/config.toml": "[file_policy]\nexec_paths = [\"/usr/bin/*\"]\n[agents.a.file_policy]\nexec_paths = []\n"}, "a", nil,
+			`/cfg/config.toml:4: agents.a.file_policy.exec_paths: an empty list would lift the global file's exec_paths (/cfg/config.toml:2: file_policy.exec_paths); list what this agent may execute`},
+		{"workspace not UTF-8", memFS{"/cfg/config.toml": ""}, "", func(o *Options) { o.Workspace = "/srv/w\xff[" },
+			`workspace: the home directory or workspace path is not valid UTF-8; policy patterns cannot name it exactly, so choose a directory with a UTF-8 name`},
 		{"bad timeout", memFS{"/cfg/config.toml": "[prompt]\ntimeout = \"5 minutes\"\n"}, "", nil,
 			`/cfg/config.toml:2: prompt.timeout: "5 minutes" is not a duration; write it like "90s" or "5m"`},
 		{"timeout out of range", memFS{"/cfg/config.toml": "[prompt]\ntimeout = \"48h\"\n"}, "", nil,
@@ -218,7 +226,7 @@ func TestLayering(t *testing.T) {
 	files := memFS{"/cfg/config.toml": `
 [file_policy]
 default = "read"
-precedence = "restrictive"
+precedence = "specific"
 presets = ["system"]
 deny_paths = ["/g/deny/**"]
 prompt_paths = ["/g/prompt/**"]
@@ -236,7 +244,7 @@ timeout = "1m"
 
 [agents.full.file_policy]
 default = "deny"
-precedence = "specific"
+precedence = "restrictive"
 presets = []
 deny_paths = []
 prompt_paths = ["/a/prompt/**"]
@@ -283,7 +291,7 @@ deny_paths = ["/f/deny/**"]
 	}; !slices.Equal(got, want) {
 		t.Errorf("overlay rules:\n got %q\nwant %q", got, want)
 	}
-	if full.Default != Deny || full.DefaultSource.Key != "agents.full.file_policy.default" || full.Precedence != Specific ||
+	if full.Default != Deny || full.DefaultSource.Key != "agents.full.file_policy.default" || full.Precedence != Restrictive ||
 		len(full.Presets) != 0 || len(full.Connect) != 0 || full.PromptTimeout != 30*time.Second {
 		t.Errorf("overlay scalars: default %s (%s), precedence %s, presets %v, connect %v, timeout %s",
 			full.Default, full.DefaultSource, full.Precedence, full.Presets, full.Connect, full.PromptTimeout)
@@ -391,7 +399,7 @@ builtin_exceptions = ["~/.aws/config", "/nothing/here"]
 func TestEnvPolicy(t *testing.T) {
 	p := load(t, memFS{"/cfg/config.toml": `
 [env]
-pass = ["ANTHROPIC_API_KEY", "MY_*"]
+pass = ["ANTHROPIC_API_KEY", "MY_TOKEN"]
 drop = ["CORP_*"]
 `}, "")
 	for _, c := range []struct {

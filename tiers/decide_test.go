@@ -184,9 +184,9 @@ prompt_paths = ["/gone/x/**"]
 		got[u.Rule.Pattern] = by
 	}
 	want := map[string]string{
-		"/dup/**":       "/dup/**",     // the write twin loses the tie
-		"~/.ssh/config": "~/.ssh/**",   // the built-in denylist always wins
-		"/gone/x/**":    "/gone/**",    // deny always wins
+		"/dup/**":       "/dup/**",   // the write twin loses the tie
+		"~/.ssh/config": "~/.ssh/**", // the built-in denylist always wins
+		"/gone/x/**":    "/gone/**",  // deny always wins
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Unused() = %v, want %v", got, want)
@@ -435,4 +435,24 @@ read_paths = ["/ok/**", "/a/*x??????????????????????"]`), nil
 	if err == nil || !strings.Contains(err.Error(), `/c.toml:2: file_policy.read_paths[1]: "/a/*x??????????????????????"`) {
 		t.Fatalf("Compile = %v, want ErrTooComplex naming the rule", err)
 	}
+}
+
+func TestOverlayCannotOutrankGlobalPrompts(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**"]
+prompt_paths = ["<workspace>/secrets/**"]
+prompt_write_paths = ["<workspace>/ci/**"]
+[agents.a.file_policy]
+write_paths = ["<workspace>/**", "<workspace>/secrets/*", "<workspace>/ci/x.yml", "<workspace>/open/**"]
+prompt_paths = ["<workspace>/open/ask/**"]
+read_paths = ["<workspace>/secrets/readme"]
+`, func(o *rules.Options) { o.Agent = "a" })
+	runDecideCases(t, m, []decideCase{
+		{"overlay write under a global prompt", testWS + "/secrets/key", OpRead, NeedsApproval, Prompt, "<workspace>/secrets/**"},
+		{"overlay read under a global prompt", testWS + "/secrets/readme", OpRead, NeedsApproval, Prompt, "<workspace>/secrets/**"},
+		{"overlay write under a global prompt-write", testWS + "/ci/x.yml", OpWrite, NeedsApproval, PromptWrite, "<workspace>/ci/**"},
+		{"overlay grants elsewhere", testWS + "/open/f", OpWrite, Allowed, Write, "<workspace>/open/**"},
+		{"overlay prompts work", testWS + "/open/ask/f", OpRead, NeedsApproval, Prompt, "<workspace>/open/ask/**"},
+	})
 }

@@ -55,6 +55,7 @@ type part struct {
 // summary is what one accept set contributes to a decision.
 type summary struct {
 	tier, tierNX int32 // best KindTier alternative; best one an exception cannot lift; -1 for none
+	glob, globNX int32 // the same among rules not from the agent overlay
 	wp, wpNX     int32 // most specific KindWriteProtect alternative, likewise
 	exec         bool  // a KindExec alternative matched
 	except       bool  // a KindException alternative matched: the path is excepted
@@ -233,7 +234,7 @@ func boolCmp(a, b bool) int {
 
 // summarize resolves one accept set.
 func (m *Matcher) summarize(set []int32) summary {
-	s := summary{tier: -1, tierNX: -1, wp: -1, wpNX: -1}
+	s := summary{tier: -1, tierNX: -1, glob: -1, globNX: -1, wp: -1, wpNX: -1}
 	for _, id := range set {
 		a := m.alts[id]
 		switch a.rule.Kind {
@@ -246,6 +247,12 @@ func (m *Matcher) summarize(set []int32) summary {
 			if !a.rule.Exceptable() {
 				s.tierNX = m.better(s.tierNX, id)
 			}
+			if a.rule.Source.Origin != rules.OriginAgent {
+				s.glob = m.better(s.glob, id)
+				if !a.rule.Exceptable() {
+					s.globNX = m.better(s.globNX, id)
+				}
+			}
 		case rules.KindWriteProtect:
 			s.wp = m.moreSpecific(s.wp, id)
 			if !a.rule.Exceptable() {
@@ -254,6 +261,20 @@ func (m *Matcher) summarize(set []int32) summary {
 		}
 	}
 	return s
+}
+
+// clamp keeps protections from only accumulating across layers: where the
+// rules outside the agent overlay alone decide prompt or prompt-write, a
+// grant of the overlay (read, write) cannot win. t is the winner of all
+// rules, g the winner of the rules outside the overlay.
+func (m *Matcher) clamp(t, g int32) int32 {
+	if g < 0 || t == g {
+		return t
+	}
+	if gt := m.alts[g].rule.Tier; (gt == Prompt || gt == PromptWrite) && m.alts[t].rule.Tier > gt {
+		return g
+	}
+	return t
 }
 
 // better returns the KindTier alternative of lower rank; -1 is none.
@@ -337,12 +358,12 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 		return m.invalid[op%numOps]
 	}
 	f, d := m.parts[0].lookup(path), m.parts[1].lookup(path)
-	t1, t2, w1, w2 := f.tier, d.tier, f.wp, d.wp
+	t1, t2, g1, g2, w1, w2 := f.tier, d.tier, f.glob, d.glob, f.wp, d.wp
 	if f.except || d.except {
-		t1, t2, w1, w2 = f.tierNX, d.tierNX, f.wpNX, d.wpNX
+		t1, t2, g1, g2, w1, w2 = f.tierNX, d.tierNX, f.globNX, d.globNX, f.wpNX, d.wpNX
 	}
 	res := &m.dfltRes
-	if t := m.better(t1, t2); t >= 0 {
+	if t := m.clamp(m.better(t1, t2), m.better(g1, g2)); t >= 0 {
 		res = m.altRes[t]
 	}
 	if res[op].Tier == Write {

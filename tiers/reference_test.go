@@ -82,7 +82,7 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 		return a.r.Tier < b.r.Tier
 	}
 	tier := p.Default
-	var best *cand
+	var best, global *cand
 	for i := range tiers {
 		if lifted(tiers[i]) {
 			continue
@@ -90,6 +90,14 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 		if best == nil || beats(tiers[i], *best) {
 			best = &tiers[i]
 		}
+		if tiers[i].r.Source.Origin != rules.OriginAgent && (global == nil || beats(tiers[i], *global)) {
+			global = &tiers[i]
+		}
+	}
+	// Layering: an overlay's grant never beats a prompt the global file
+	// decides on its own (protections only accumulate).
+	if global != nil && (global.r.Tier == Prompt || global.r.Tier == PromptWrite) && best.r.Tier > global.r.Tier {
+		best = global
 	}
 	if best != nil {
 		tier = best.r.Tier
@@ -171,13 +179,19 @@ func fuzzPolicy(spec []byte) string {
 		spec = spec[1:]
 	}
 	var exceptions []string
+	overlay := map[string][]string{}
 	for i := 0; i+1 < len(spec) && i < 40; i += 2 {
 		if spec[i] == 0xff {
 			exceptions = append(exceptions, fmt.Sprintf("%q", fuzzExceptions[int(spec[i+1])%len(fuzzExceptions)]))
 			continue
 		}
-		l := fuzzTiers[int(spec[i])%len(fuzzTiers)]
-		lists[l] = append(lists[l], fmt.Sprintf("%q", fuzzPatterns[int(spec[i+1])%len(fuzzPatterns)]))
+		l := fuzzTiers[int(spec[i]&0x7f)%len(fuzzTiers)]
+		pat := fmt.Sprintf("%q", fuzzPatterns[int(spec[i+1])%len(fuzzPatterns)])
+		if spec[i]&0x80 != 0 { // the agent overlay's
+			overlay[l] = append(overlay[l], pat)
+			continue
+		}
+		lists[l] = append(lists[l], pat)
 	}
 	fmt.Fprintf(&b, "[file_policy]\ndefault = %q\nprecedence = %q\n", def, prec)
 	for _, l := range fuzzTiers {
@@ -187,6 +201,14 @@ func fuzzPolicy(spec []byte) string {
 	}
 	if len(exceptions) > 0 {
 		fmt.Fprintf(&b, "builtin_exceptions = [%s]\n", strings.Join(exceptions, ", "))
+	}
+	if len(overlay) > 0 {
+		fmt.Fprintf(&b, "[agents.a.file_policy]\n")
+		for _, l := range fuzzTiers {
+			if len(overlay[l]) > 0 {
+				fmt.Fprintf(&b, "%s = [%s]\n", l, strings.Join(overlay[l], ", "))
+			}
+		}
 	}
 	return b.String()
 }
@@ -235,7 +257,11 @@ func cachedMatcher(t *testing.T, doc string) *Matcher {
 	if ok {
 		return m
 	}
-	m = compileTOML(t, doc)
+	m = compileTOML(t, doc, func(o *rules.Options) {
+		if strings.Contains(doc, "[agents.a.file_policy]") {
+			o.Agent = "a"
+		}
+	})
 	matcherCacheMu.Lock()
 	if len(matcherCache) > 512 {
 		clear(matcherCache)
@@ -251,6 +277,9 @@ var (
 )
 
 var decideCorpus = []struct{ policy, path []byte }{
+	{[]byte{0, 0x84, 0, 1, 0}, []byte{0, 1, 2}},       // an overlay write beside a global prompt
+	{[]byte{0x80, 0x84, 1, 2, 0}, []byte{0, 1, 2}},    // the same under restrictive
+	{[]byte{4, 0x81, 1, 0x84, 2, 4, 0}, []byte{0, 1}}, // overlay prompt, overlay write
 	{[]byte{0, 4, 0, 3, 1}, []byte{0, 1, 2}},
 	{[]byte{0x83, 4, 0, 3, 1, 2, 5}, []byte{0, 1}},
 	{[]byte{3, 4, 10, 4, 12, 0xff, 0}, []byte{13, 12, 20, 5}},
