@@ -108,7 +108,7 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 	return d, nil
 }
 
-var typeErrRe = regexp.MustCompile(`cannot decode TOML (\w+) into (?:.* of type )?(\S+)`)
+var typeErrRe = regexp.MustCompile(`cannot decode TOML ([\w ]+?) into (?:.* of type )?(\S+)`)
 
 // decodeErrors turns go-toml's errors into file:line: key: sentences.
 func decodeErrors(name string, data []byte, err error) ErrorList {
@@ -139,6 +139,10 @@ func decodeErrors(name string, data []byte, err error) ErrorList {
 			// go-toml names the key relative to its table.
 			key = fullKeyAt(data, row, key)
 			msg = "is set twice; keep one"
+		} else if strings.Contains(msg, "array table") {
+			msg = "expected a table, found an array of tables ([[...]]); write [" + key + "]"
+		} else if strings.ContainsAny(msg, ".*[") && strings.Contains(msg, "struct") {
+			msg = "has a value of the wrong type"
 		} else {
 			msg = "not valid TOML: " + msg
 		}
@@ -211,7 +215,7 @@ func goTypeName(t string) string {
 
 func tomlTypeName(t string) string {
 	switch t {
-	case "integer", "array":
+	case "integer", "array", "inline table":
 		return "an " + t
 	case "":
 		return "something else"

@@ -533,6 +533,69 @@ func (m *Matcher) findUnused() {
 	}
 }
 
+// Override is a prompt or prompt-write rule of the policy files that a grant
+// (a read or write rule) outranks on the paths both match, by the policy's
+// precedence: there the grant decides and nobody is asked.
+type Override struct {
+	Rule *rules.Rule
+	By   *rules.Rule
+}
+
+// Overrides returns the prompt and prompt-write rules of the policy files
+// that a read or write rule of the policy files outranks somewhere (for
+// example "**/secrets/**" under "<workspace>/**" with precedence =
+// "specific"), each with one such grant. Rules that never take effect at all
+// are in Unused instead. It compiles the files' rules apart from the
+// built-ins, so it costs about a Compile; nil when they are too complex.
+func (m *Matcher) Overrides() []Override {
+	var ids []int32
+	var globs []rules.Glob
+	for id, a := range m.alts {
+		r := a.rule
+		if r.Kind == rules.KindTier && r.Tier != Deny && (r.Source.Origin == rules.OriginGlobal || r.Source.Origin == rules.OriginAgent) {
+			ids = append(ids, int32(id))
+			globs = append(globs, *a.glob)
+		}
+	}
+	a, err := compileAutomaton(globs)
+	if err != nil {
+		return nil
+	}
+	unused := map[*rules.Rule]bool{}
+	for _, u := range m.unused {
+		unused[u.Rule] = true
+	}
+	var out []Override
+	seen := map[*rules.Rule]bool{}
+	for _, set := range a.sets {
+		grant := int32(-1)
+		for _, l := range set {
+			if id := ids[l]; m.alts[id].rule.Tier >= Read {
+				grant = m.better(grant, id)
+			}
+		}
+		if grant < 0 {
+			continue
+		}
+		for _, l := range set {
+			id := ids[l]
+			r := m.alts[id].rule
+			if r.Tier >= Read || seen[r] || unused[r] || m.rank[id] < m.rank[grant] {
+				continue
+			}
+			if m.clamp(grant, id) == id && m.alts[grant].rule.Source.Origin == rules.OriginAgent && r.Source.Origin != rules.OriginAgent {
+				continue // the overlay's grant cannot outrank the global prompt
+			}
+			seen[r] = true
+			out = append(out, Override{Rule: r, By: m.alts[grant].rule})
+		}
+	}
+	slices.SortFunc(out, func(x, y Override) int {
+		return cmp.Compare(slices.Index(m.pol.Rules, x.Rule), slices.Index(m.pol.Rules, y.Rule))
+	})
+	return out
+}
+
 // String renders d for people: "read /x: allow (why)".
 func (d Decision) String() string {
 	return fmt.Sprintf("%s: %s", d.Verdict, strings.TrimSpace(d.Why))

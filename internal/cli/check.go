@@ -143,10 +143,11 @@ type unusedJSON struct {
 
 func (c *command) checkJSON(e *env, ps []*compiled) int {
 	type policyJSON struct {
-		Agent  string        `json:"agent"`
-		Policy *rules.Policy `json:"policy"`
-		Unused []unusedJSON  `json:"never_takes_effect"`
-		Stats  tiers.Stats   `json:"automaton"`
+		Agent     string        `json:"agent"`
+		Policy    *rules.Policy `json:"policy"`
+		Unused    []unusedJSON  `json:"never_takes_effect"`
+		Overrides []unusedJSON  `json:"overridden_prompts"`
+		Stats     tiers.Stats   `json:"automaton"`
 	}
 	out := struct {
 		Schema    int          `json:"schema"`
@@ -160,6 +161,10 @@ func (c *command) checkJSON(e *env, ps []*compiled) int {
 		pj := policyJSON{Agent: p.name, Policy: p.pol, Stats: p.m.Stats(), Unused: []unusedJSON{}}
 		for _, u := range p.m.Unused() {
 			pj.Unused = append(pj.Unused, unusedJSON{Rule: u.Rule, By: u.By, Msg: unusedMessage(u)})
+		}
+		pj.Overrides = []unusedJSON{}
+		for _, o := range p.m.Overrides() {
+			pj.Overrides = append(pj.Overrides, unusedJSON{Rule: o.Rule, By: o.By, Msg: overrideMessage(o, p.pol.Precedence)})
 		}
 		out.Policies = append(out.Policies, pj)
 	}
@@ -212,7 +217,7 @@ func writePolicy(w io.Writer, p *compiled) int {
 	}
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	for _, r := range tierRules {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Tier, r.Pattern, ruleOrigin(r))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Tier, patternText(r), ruleOrigin(r))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nwrite protection (read-only even inside write trees; created files are reported at session end):\n")
@@ -224,10 +229,10 @@ func writePolicy(w io.Writer, p *compiled) int {
 	if ex := byKind(rules.KindExec); len(ex) > 0 {
 		fmt.Fprintf(w, "\nexec: only paths these match (and the tier lets read):\n")
 		for _, r := range ex {
-			fmt.Fprintf(w, "  %s  (%s)\n", r.Pattern, r.Source)
+			fmt.Fprintf(w, "  %s  (%s)\n", patternText(r), r.Source)
 		}
 	} else {
-		fmt.Fprintf(w, "\nexec: any path the tier lets read (exec_paths is not set)\n")
+		fmt.Fprintf(w, "\nexec: any path the tier lets read (exec_paths is not set or empty)\n")
 	}
 	if ex := byKind(rules.KindException); len(ex) > 0 {
 		fmt.Fprintf(w, "exceptions to the built-in lists:\n")
@@ -271,6 +276,9 @@ func writePolicy(w io.Writer, p *compiled) int {
 	for _, u := range p.m.Unused() {
 		warnings = append(warnings, fmt.Sprintf("%s: %q %s", u.Rule.Source, u.Rule.Pattern, unusedMessage(u)))
 	}
+	for _, o := range p.m.Overrides() {
+		warnings = append(warnings, overrideMessage(o, pol.Precedence))
+	}
 	if len(warnings) > 0 {
 		fmt.Fprintf(w, "\nwarnings:\n")
 		for _, s := range warnings {
@@ -278,6 +286,24 @@ func writePolicy(w io.Writer, p *compiled) int {
 		}
 	}
 	return len(warnings)
+}
+
+func overrideMessage(o tiers.Override, prec rules.Precedence) string {
+	how := "it is more specific"
+	if prec == rules.Restrictive {
+		how = "it is as restrictive and more specific"
+	}
+	return fmt.Sprintf("%s: %q is overridden where %q (%s) also matches, because %s: nobody is asked there. Write the %s rule more specifically, or set precedence = \"restrictive\"",
+		o.Rule.Source, o.Rule.Pattern, o.By.Pattern, o.By.Source, how, o.Rule.Tier)
+}
+
+// patternText shows a pattern as written, and what it expanded to when a
+// ${VAR} made it something the reader cannot see.
+func patternText(r *rules.Rule) string {
+	if strings.Contains(r.Pattern, "${") {
+		return r.Pattern + " = " + r.Expanded
+	}
+	return r.Pattern
 }
 
 func ruleOrigin(r *rules.Rule) string {

@@ -3,7 +3,10 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
@@ -65,9 +68,9 @@ func (c *command) explain(args []string) int {
 
 func writeExplain(c *command, arg string, ex tiers.Explanation) {
 	d := ex.Decision
-	fmt.Fprintf(c.stdout, "%s: %s %s\n", ex.Path, d.Op, verdictText(d.Verdict))
+	fmt.Fprintf(c.stdout, "%s: %s %s\n", display(ex.Path), d.Op, verdictText(d.Verdict))
 	if ex.Path != arg {
-		fmt.Fprintf(c.stdout, "  resolved from: %s\n", arg)
+		fmt.Fprintf(c.stdout, "  resolved from: %s\n", display(arg))
 	}
 	fmt.Fprintf(c.stdout, "  tier: %s\n", d.Tier)
 	if d.Rule.Pattern == "(default)" {
@@ -166,4 +169,15 @@ func hint(d tiers.Decision) string {
 		return fmt.Sprintf("the path is read-only (%s); write under one of allowed_paths instead", r.Source)
 	}
 	return fmt.Sprintf("denied by %s; ask the operator to change the policy", r.Source)
+}
+
+// display returns s as it is when it prints as plain text, and quoted, with
+// control, escape and bidirectional characters made visible, when it does
+// not: a path can hold a newline that forges an output line, or a terminal
+// escape sequence (DESIGN.md section 10).
+func display(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) {
+		return s
+	}
+	return strconv.Quote(s)
 }
