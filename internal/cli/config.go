@@ -79,8 +79,8 @@ func absClean(p string) (string, error) {
 // the parent of the link's target, not the directory holding the link, and a
 // dangling symlink leads to where a create would land), "." and ".." applied
 // to the resolved prefix. The part that does not exist yet is appended as
-// written; a ".." after a missing component is an error, as it is for the
-// kernel.
+// written (as is a part this user may not search); a ".." after a missing
+// component is an error, as it is for the kernel.
 func canonical(p string) (string, error) {
 	if p == "" {
 		return "", errors.New("empty path")
@@ -108,7 +108,9 @@ func canonical(p string) (string, error) {
 		}
 		next := filepath.Join(done, c)
 		fi, err := os.Lstat(next)
-		if errors.Is(err, fs.ErrNotExist) {
+		// What does not exist, or what this user may not look into, is
+		// taken as written: the policy decides on the name either way.
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			for _, r := range rest {
 				if r == ".." {
 					return "", fmt.Errorf("%s does not exist, so %q cannot be resolved", next, p)

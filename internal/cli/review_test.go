@@ -94,3 +94,24 @@ func TestGitEntryProtected(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreadablePolicy runs in both suites: as root, file modes do not stop
+// reading; as the unprivileged user, the error names the file and the cause.
+func TestUnreadablePolicy(t *testing.T) {
+	sb := newSandbox(t)
+	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), "[file_policy]\ndefault = \"deny\"\n")
+	if err := os.Chmod(config, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := run("check", "--config", config)
+	if os.Geteuid() == 0 {
+		if r.code != 0 {
+			t.Errorf("as root: exit %d, stderr %q", r.code, r.stderr)
+		}
+		return
+	}
+	want := "agent-launcher: $TMP/policy.toml: cannot read the policy file: permission denied\n"
+	if got := sb.normalize(t, r.stderr); r.code != 125 || got != want {
+		t.Errorf("exit %d, stderr %q; want 125, %q", r.code, got, want)
+	}
+}
