@@ -456,3 +456,31 @@ read_paths = ["<workspace>/secrets/readme"]
 		{"overlay prompts work", testWS + "/open/ask/f", OpRead, NeedsApproval, Prompt, "<workspace>/open/ask/**"},
 	})
 }
+
+// TestCanonicalExhaustive compares canonical with the obvious reference on
+// every string of up to seven characters over the alphabet that matters.
+func TestCanonicalExhaustive(t *testing.T) {
+	alphabet := []byte{'/', '.', 'a', 0}
+	var buf []byte
+	var walk func(depth int)
+	n := 0
+	walk = func(depth int) {
+		s := string(buf)
+		if canonical(s) != refCanonical(s) {
+			t.Fatalf("canonical(%q) = %v, reference %v", s, canonical(s), refCanonical(s))
+		}
+		n++
+		if depth == 7 {
+			return
+		}
+		for _, c := range alphabet {
+			buf = append(buf, c)
+			walk(depth + 1)
+			buf = buf[:len(buf)-1]
+		}
+	}
+	walk(0)
+	if n != 21845 {
+		t.Fatalf("checked %d strings", n)
+	}
+}

@@ -398,11 +398,22 @@ func canonical(p string) bool {
 	if len(p) == 1 {
 		return true
 	}
-	if p[len(p)-1] == '/' || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..") {
+	if p[len(p)-1] == '/' || strings.Contains(p, "//") || strings.IndexByte(p, 0) >= 0 {
 		return false
 	}
-	return !strings.Contains(p, "//") && !strings.Contains(p, "/./") && !strings.Contains(p, "/../") &&
-		strings.IndexByte(p, 0) < 0
+	// "." and ".." segments: look only where a segment starts with a dot.
+	for i := strings.Index(p, "/."); i >= 0; {
+		rest := p[i+2:]
+		if rest == "" || rest[0] == '/' || rest[0] == '.' && (len(rest) == 1 || rest[1] == '/') {
+			return false
+		}
+		j := strings.Index(rest, "/.")
+		if j < 0 {
+			break
+		}
+		i += 2 + j
+	}
+	return true
 }
 
 // Match is one rule that matches a path, for Explain.
