@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -126,6 +128,14 @@ func Load(opts Options) (*Policy, error) {
 	if p.Warnings == nil {
 		p.Warnings = []Warning{}
 	}
+	// In file order, then line order.
+	fileRank := map[string]int{}
+	for i, f := range p.Files {
+		fileRank[f] = i + 1
+	}
+	slices.SortStableFunc(p.Warnings, func(x, y Warning) int {
+		return cmp.Or(cmp.Compare(fileRank[x.Source.File], fileRank[y.Source.File]), cmp.Compare(x.Source.Line, y.Source.Line))
+	})
 	if p.Env.Pass == nil {
 		p.Env.Pass = []EnvRule{}
 	}
@@ -535,6 +545,15 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 			for _, g := range globs {
 				if g.Text == "/**" || g.Text == "**/*" {
 					b.warn(src, "%q grants write access to the whole filesystem", pattern)
+				}
+			}
+		}
+		if kind == KindTier && tier < Read {
+			for _, g := range globs {
+				// doublestar matches "/a/x*/**" against "/a/xy" and
+				// "/a/x/f" but not against the directory "/a/x".
+				if dir, ok := strings.CutSuffix(g.Text, "*/**"); ok && !strings.HasSuffix(dir, "/") && !strings.HasSuffix(dir, `\`) && !HasMeta(dir) {
+					b.warn(src, "%q does not match %s itself, only what is under it (that is how doublestar reads \"x*/**\"); add %q to cover the directory", pattern, unescape(dir), unescape(dir))
 				}
 			}
 		}

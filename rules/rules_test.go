@@ -387,6 +387,7 @@ func TestWarnings(t *testing.T) {
 [file_policy]
 write_paths = ["/**"]
 builtin_exceptions = ["~/.aws/config", "/nothing/here"]
+deny_paths = ["/srv/vault*/**", "/srv/*/**", "/srv/a/*b*/**"]
 `}, "")
 	var got []string
 	for _, w := range p.Warnings {
@@ -396,6 +397,7 @@ builtin_exceptions = ["~/.aws/config", "/nothing/here"]
 		`/cfg/config.toml:3: file_policy.write_paths[0]: "/**" grants write access to the whole filesystem`,
 		`/cfg/config.toml:4: file_policy.builtin_exceptions[0]: lifts the built-in ~/.aws/** at /home/u/.aws/config`,
 		`/cfg/config.toml:4: file_policy.builtin_exceptions[1]: "/nothing/here" matches no built-in rule, so the exception does nothing`,
+		`/cfg/config.toml:5: file_policy.deny_paths[0]: "/srv/vault*/**" does not match /srv/vault itself, only what is under it (that is how doublestar reads "x*/**"); add "/srv/vault" to cover the directory`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings:\n got %q\nwant %q", got, want)

@@ -380,6 +380,13 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 // DecideRename returns the decision for renaming src to dst: OpDelete at src
 // and OpCreate at dst, the more restrictive of the two. When both are
 // allowed it returns the destination's decision.
+//
+// It decides on the two names only. Renaming a directory moves everything
+// below it to new names, and what lies below is not something a name-based
+// engine can see: a caller that performs renames itself (the launcher's
+// supervisor does, for the kernels that cannot) must also decide on the
+// entries under src and dst. The kernel floor is not affected: Landlock binds
+// its rules to inodes, which a rename does not change.
 func (m *Matcher) DecideRename(src, dst string) Decision {
 	s, d := m.Decide(src, OpDelete), m.Decide(dst, OpCreate)
 	if s.Verdict < d.Verdict {
