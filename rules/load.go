@@ -315,6 +315,15 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 			b.fail(src.File, src.Line, src.Key, "%q is not a tier; use one of deny, prompt, prompt-write, read, write%s", *c.v, didYouMean(*c.v, tierNames[:]))
 			continue
 		}
+		if g := b.pol.Default; c.f.origin == OriginAgent && t > g {
+			if g == Prompt || g == PromptWrite {
+				b.fail(src.File, src.Line, src.Key, "an overlay cannot loosen the default from %q (%s) to %q; the global file asks before those accesses", g, b.pol.DefaultSource, t)
+				continue
+			}
+			if b.pol.DefaultSource.File != "" {
+				b.warn(src, "loosens the global default %q (%s) to %q for this agent", g, b.pol.DefaultSource, t)
+			}
+		}
 		b.pol.Default, b.pol.DefaultSource = t, src
 	}
 	b.pol.Precedence, b.pol.PrecedenceSource = Specific, Source{Origin: OriginBuiltin, Key: layerDefault}
@@ -382,13 +391,10 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 		vals, f := pick(l.g, gf(l.name), l.o, of(l.name))
 		b.addList(vals, f, KindTier, l.tier)
 	}
-	if ofp.ExecPaths != nil && len(*ofp.ExecPaths) == 0 && gfp.ExecPaths != nil && len(*gfp.ExecPaths) > 0 {
-		src := of("exec_paths").source("")
-		b.fail(src.File, src.Line, src.Key, "an empty list would lift the global file's exec_paths (%s); list what this agent may execute",
-			gf("exec_paths").source(""))
-	}
-	execs, execField := pick(gfp.ExecPaths, gf("exec_paths"), ofp.ExecPaths, of("exec_paths"))
-	b.addList(execs, execField, KindExec, Read)
+	// exec_paths restrict: the global file's and the overlay's both apply
+	// (a program runs only where both lists, when set, match).
+	b.addList(deref(gfp.ExecPaths), gf("exec_paths"), KindExec, Read)
+	b.addList(deref(ofp.ExecPaths), of("exec_paths"), KindExec, Read)
 
 	// Exceptions: the global file only.
 	if ofp.BuiltinExceptions != nil {
@@ -489,7 +495,25 @@ func (b *builder) env(global, overlay *document, ov *agentDoc, ovPrefix string) 
 	}
 	pass, passField := pick(ge.Pass, field{global, OriginGlobal, "env.pass"}, oe.Pass, field{overlay, OriginAgent, ovPrefix + "env.pass"})
 	b.pol.Env.Pass = add(pass, passField, true)
-	b.pol.Env.Drop = append(b.pol.Env.Drop, add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"}, false)...)
+	globalDrops := add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"}, false)
+	kept := b.pol.Env.Pass[:0]
+	for _, p := range b.pol.Env.Pass {
+		if p.Source.Origin == OriginAgent {
+			if i := slices.IndexFunc(globalDrops, func(d EnvRule) bool { return envMatch(d.Pattern, p.Pattern) }); i >= 0 {
+				b.fail(p.Source.File, p.Source.Line, p.Source.Key, "the global file drops %s (%s); an overlay cannot pass it back", p.Pattern, globalDrops[i].Source)
+				continue
+			}
+		}
+		for _, d := range builtinEnvDrops {
+			if envMatch(d.pattern, p.Pattern) {
+				b.warn(p.Source, "passes %s, which the built-in list drops (%s)", p.Pattern, d.note)
+				break
+			}
+		}
+		kept = append(kept, p)
+	}
+	b.pol.Env.Pass = kept
+	b.pol.Env.Drop = append(b.pol.Env.Drop, globalDrops...)
 	if oe.Drop != nil {
 		b.pol.Env.Drop = append(b.pol.Env.Drop, add(*oe.Drop, field{overlay, OriginAgent, ovPrefix + "env.drop"}, false)...)
 	}
@@ -552,7 +576,13 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 			for _, g := range globs {
 				// doublestar matches "/a/x*/**" against "/a/xy" and
 				// "/a/x/f" but not against the directory "/a/x".
-				if dir, ok := strings.CutSuffix(g.Text, "*/**"); ok && !strings.HasSuffix(dir, "/") && !strings.HasSuffix(dir, `\`) && !HasMeta(dir) {
+				dir, ok := strings.CutSuffix(g.Text, "*/**")
+				if !ok || strings.HasSuffix(dir, "/") || strings.HasSuffix(dir, `\`) {
+					continue
+				}
+				if HasMeta(dir) {
+					b.warn(src, "%q does not match the directories %q names, only what is under them (that is how doublestar reads \"x*/**\"); add %q to cover the directories", pattern, strings.TrimSuffix(g.Text, "/**"), strings.TrimSuffix(g.Text, "/**"))
+				} else {
 					b.warn(src, "%q does not match %s itself, only what is under it (that is how doublestar reads \"x*/**\"); add %q to cover the directory", pattern, unescape(dir), unescape(dir))
 				}
 			}

@@ -140,8 +140,10 @@ func TestValidationErrors(t *testing.T) {
 			`/cfg/config.toml:2: agents.a.env.pass[0]: "*" is a pattern; pass names each variable exactly, so that it cannot undo the drops`},
 		{"overlay loosens precedence", memFS{"/cfg/config.toml": "[file_policy]\nprecedence = \"restrictive\"\n[agents.a.file_policy]\nprecedence = \"specific\"\n"}, "a", nil,
 			`/cfg/config.toml:4: agents.a.file_policy.precedence: an overlay cannot loosen precedence from "restrictive" (/cfg/config.toml:2: file_policy.precedence) to "specific"; remove it, or set precedence in the global file`},
-		{"overlay lifts exec_paths", memFS{"/cfg/config.toml": "[file_policy]\nexec_paths = [\"/usr/bin/*\"]\n[agents.a.file_policy]\nexec_paths = []\n"}, "a", nil,
-			`/cfg/config.toml:4: agents.a.file_policy.exec_paths: an empty list would lift the global file's exec_paths (/cfg/config.toml:2: file_policy.exec_paths); list what this agent may execute`},
+		{"overlay passes a global drop", memFS{"/cfg/config.toml": "[env]\ndrop = [\"CORP_*\"]\n[agents.a.env]\npass = [\"CORP_VAULT\"]\n"}, "a", nil,
+			`/cfg/config.toml:4: agents.a.env.pass[0]: the global file drops CORP_VAULT (/cfg/config.toml:2: env.drop[0]); an overlay cannot pass it back`},
+		{"overlay loosens a prompt default", memFS{"/cfg/config.toml": "[file_policy]\ndefault = \"prompt\"\n[agents.a.file_policy]\ndefault = \"write\"\n"}, "a", nil,
+			`/cfg/config.toml:4: agents.a.file_policy.default: an overlay cannot loosen the default from "prompt" (/cfg/config.toml:2: file_policy.default) to "write"; the global file asks before those accesses`},
 		{"workspace not UTF-8", memFS{"/cfg/config.toml": ""}, "", func(o *Options) { o.Workspace = "/srv/w\xff[" },
 			`workspace: the home directory or workspace path is not valid UTF-8; policy patterns cannot name it exactly, so choose a directory with a UTF-8 name`},
 		{"bad timeout", memFS{"/cfg/config.toml": "[prompt]\ntimeout = \"5 minutes\"\n"}, "", nil,
@@ -292,6 +294,8 @@ deny_paths = ["/f/deny/**"]
 		"tier prompt-write /g/pw/**@file_policy.prompt_write_paths[0]",
 		// Grants are replaced.
 		"tier read /a/read/**@agents.full.file_policy.read_paths[0]",
+		// exec_paths restrict: both lists apply.
+		"exec read /g/exec/**@file_policy.exec_paths[0]",
 		"exec read /a/exec/**@agents.full.file_policy.exec_paths[0]",
 		"exception deny ~/.aws/config@file_policy.builtin_exceptions[0]",
 	}; !slices.Equal(got, want) {
@@ -398,6 +402,7 @@ deny_paths = ["/srv/vault*/**", "/srv/*/**", "/srv/a/*b*/**"]
 		`/cfg/config.toml:4: file_policy.builtin_exceptions[0]: lifts the built-in ~/.aws/** at /home/u/.aws/config`,
 		`/cfg/config.toml:4: file_policy.builtin_exceptions[1]: "/nothing/here" matches no built-in rule, so the exception does nothing`,
 		`/cfg/config.toml:5: file_policy.deny_paths[0]: "/srv/vault*/**" does not match /srv/vault itself, only what is under it (that is how doublestar reads "x*/**"); add "/srv/vault" to cover the directory`,
+		`/cfg/config.toml:5: file_policy.deny_paths[2]: "/srv/a/*b*/**" does not match the directories "/srv/a/*b*" names, only what is under them (that is how doublestar reads "x*/**"); add "/srv/a/*b*" to cover the directories`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("warnings:\n got %q\nwant %q", got, want)
@@ -410,6 +415,9 @@ func TestEnvPolicy(t *testing.T) {
 pass = ["ANTHROPIC_API_KEY", "MY_TOKEN"]
 drop = ["CORP_*"]
 `}, "")
+	if len(p.Warnings) != 2 || p.Warnings[0].Msg != "passes ANTHROPIC_API_KEY, which the built-in list drops (looks like a secret)" {
+		t.Errorf("warnings = %v, want one per pass of a built-in drop", p.Warnings)
+	}
 	for _, c := range []struct {
 		name string
 		keep bool

@@ -484,3 +484,95 @@ func TestCanonicalExhaustive(t *testing.T) {
 		t.Fatalf("checked %d strings", n)
 	}
 }
+
+const execAccumulatePolicy = `
+[file_policy]
+read_paths = ["/usr/**", "/opt/**"]
+write_paths = ["<workspace>/**"]
+exec_paths = ["/usr/**", "/opt/a/**"]
+[agents.a.file_policy]
+exec_paths = ["/**"]
+[agents.b.file_policy]
+exec_paths = ["/usr/bin/*"]
+`
+
+func TestExecPathsAccumulate(t *testing.T) {
+	// The overlay's exec_paths cannot widen the global file's: both apply.
+	m := compileTOML(t, execAccumulatePolicy, func(o *rules.Options) { o.Agent = "a" })
+	runDecideCases(t, m, []decideCase{
+		{"global list still applies", testWS + "/evil", OpExec, Denied, Write, "<workspace>/**"},
+		{"in both lists", "/usr/bin/ls", OpExec, Allowed, Read, "/usr/**"},
+	})
+	m = compileTOML(t, execAccumulatePolicy, func(o *rules.Options) { o.Agent = "b" })
+	runDecideCases(t, m, []decideCase{
+		{"the overlay narrows", "/usr/lib/tool", OpExec, Denied, Read, "/usr/**"},
+		{"in both lists", "/usr/bin/ls", OpExec, Allowed, Read, "/usr/**"},
+		{"global list still applies", "/opt/a/tool", OpExec, Denied, Read, "/opt/**"},
+	})
+}
+
+func TestClampKeepsStricterOverlayRules(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+prompt_write_paths = ["<workspace>/ci/**"]
+prompt_paths = ["<workspace>/secrets/**"]
+write_paths = ["<workspace>/**"]
+[agents.a.file_policy]
+read_paths = ["<workspace>/ci/frozen/**", "<workspace>/secrets/public/**"]
+write_paths = ["<workspace>/**"]
+`, func(o *rules.Options) { o.Agent = "a" })
+	runDecideCases(t, m, []decideCase{
+		// read answers no op more permissively than prompt-write: it stands.
+		{"overlay read under a global prompt-write", testWS + "/ci/frozen/x", OpWrite, Denied, Read, "<workspace>/ci/frozen/**"},
+		// read lets reads through where prompt asks: the prompt stands.
+		{"overlay read under a global prompt", testWS + "/secrets/public/x", OpRead, NeedsApproval, Prompt, "<workspace>/secrets/**"},
+	})
+}
+
+func TestOverrides(t *testing.T) {
+	const doc = `
+[file_policy]
+presets = ["system"]
+prompt_paths = ["**/secrets/**"]
+prompt_write_paths = ["<workspace>/deploy/**"]
+read_paths = ["<workspace>/sr[c]/**"]
+write_paths = ["<workspace>/**"]
+[agents.b.file_policy]
+write_paths = ["<workspace>/src/**"]
+`
+	overrides := func(m *Matcher) map[string]string {
+		out := map[string]string{}
+		for _, o := range m.Overrides() {
+			out[o.Rule.Pattern] = o.By.Pattern
+		}
+		return out
+	}
+	global := overrides(compileTOML(t, doc))
+	// Some grant outranks the prompt; which one the report names depends on
+	// the path the automaton found first, so only its existence is checked,
+	// and that the more specific prompt-write rule is not reported.
+	if _, ok := global["**/secrets/**"]; !ok || len(global) != 1 {
+		t.Errorf("global Overrides() = %v, want only **/secrets/**", global)
+	}
+	// A preset grant outranks a policy prompt too (/etc/** at /etc/secrets/x).
+	m := compileTOML(t, doc)
+	if d := m.Decide("/etc/secrets/x", OpRead); d.Verdict != Allowed || d.Rule.Pattern != "/etc/**" {
+		t.Fatalf("positive control: %v", d)
+	}
+	agent := overrides(compileTOML(t, doc, func(o *rules.Options) { o.Agent = "b" }))
+	if _, ok := agent["**/secrets/**"]; !ok {
+		t.Errorf("agent b Overrides() = %v, want **/secrets/**", agent)
+	}
+	if d := compileTOML(t, doc, func(o *rules.Options) { o.Agent = "b" }).Decide(testWS+"/src/secrets/k", OpWrite); d.Verdict != Allowed {
+		t.Fatalf("positive control for agent b: %v", d)
+	}
+	// Nothing outranks a prompt that is the most specific rule.
+	none := overrides(compileTOML(t, `
+[file_policy]
+prompt_paths = ["<workspace>/secrets/**"]
+write_paths = ["<workspace>/**"]
+`))
+	if len(none) != 0 {
+		t.Errorf("Overrides() = %v, want none", none)
+	}
+}

@@ -38,6 +38,9 @@ type Matcher struct {
 	// write-tier path it makes read-only.
 	capRes []*[numOps + 1]Decision
 
+	// execG and execO say whether the global file and the overlay have
+	// exec_paths; both restrictions apply.
+	execG, execO   bool
 	execRestricted bool
 	invalid        [numOps]Decision
 	dflt           *rules.Rule
@@ -57,7 +60,7 @@ type summary struct {
 	tier, tierNX int32 // best KindTier alternative; best one an exception cannot lift; -1 for none
 	glob, globNX int32 // the same among rules not from the agent overlay
 	wp, wpNX     int32 // most specific KindWriteProtect alternative, likewise
-	exec         bool  // a KindExec alternative matched
+	execG, execO bool  // a KindExec alternative of the global file, of the overlay, matched
 	except       bool  // a KindException alternative matched: the path is excepted
 }
 
@@ -92,6 +95,15 @@ func deep(g *rules.Glob) bool {
 // the rule.
 func Compile(p *rules.Policy) (*Matcher, error) {
 	m := &Matcher{pol: p, execRestricted: p.ExecRestricted()}
+	for _, r := range p.Rules {
+		if r.Kind == rules.KindExec {
+			if r.Source.Origin == rules.OriginAgent {
+				m.execO = true
+			} else {
+				m.execG = true
+			}
+		}
+	}
 	m.dflt = &rules.Rule{Pattern: "(default)", Expanded: "(default)", Kind: rules.KindTier, Tier: p.Default, Source: p.DefaultSource}
 	var globs [2][]rules.Glob
 	for _, r := range p.Rules {
@@ -241,7 +253,11 @@ func (m *Matcher) summarize(set []int32) summary {
 		case rules.KindException:
 			s.except = true
 		case rules.KindExec:
-			s.exec = true
+			if a.rule.Source.Origin == rules.OriginAgent {
+				s.execO = true
+			} else {
+				s.execG = true
+			}
 		case rules.KindTier:
 			s.tier = m.better(s.tier, id)
 			if !a.rule.Exceptable() {
@@ -271,8 +287,18 @@ func (m *Matcher) clamp(t, g int32) int32 {
 	if g < 0 || t == g {
 		return t
 	}
-	if gt := m.alts[g].rule.Tier; (gt == Prompt || gt == PromptWrite) && m.alts[t].rule.Tier > gt {
-		return g
+	gt := m.alts[g].rule.Tier
+	if gt != Prompt && gt != PromptWrite {
+		return t
+	}
+	// The tiers are not ordered op by op (read denies writes that
+	// prompt-write asks about): the overlay's rule loses if it answers any
+	// op more permissively.
+	tt := m.alts[t].rule.Tier
+	for op := range numOps {
+		if verdicts[tt][op] > verdicts[gt][op] {
+			return g
+		}
 	}
 	return t
 }
@@ -371,7 +397,8 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 			res = m.capRes[w]
 		}
 	}
-	if op == OpExec && m.execRestricted && res[op].Verdict != Denied && !f.exec && !d.exec {
+	if op == OpExec && m.execRestricted && res[op].Verdict != Denied &&
+		(m.execG && !f.execG && !d.execG || m.execO && !f.execO && !d.execO) {
 		return res[numOps]
 	}
 	return res[op]
@@ -560,17 +587,17 @@ type Override struct {
 }
 
 // Overrides returns the prompt and prompt-write rules of the policy files
-// that a read or write rule of the policy files outranks somewhere (for
-// example "**/secrets/**" under "<workspace>/**" with precedence =
-// "specific"), each with one such grant. Rules that never take effect at all
-// are in Unused instead. It compiles the files' rules apart from the
-// built-ins, so it costs about a Compile; nil when they are too complex.
+// that a read or write rule (of the files or a preset) outranks somewhere,
+// for example "**/secrets/**" under "<workspace>/**" with precedence =
+// "specific", each with one such grant. Rules that never take effect at all
+// are in Unused instead. It compiles those rules apart from the built-ins,
+// so it costs about a Compile; nil when they are too complex.
 func (m *Matcher) Overrides() []Override {
 	var ids []int32
 	var globs []rules.Glob
 	for id, a := range m.alts {
 		r := a.rule
-		if r.Kind == rules.KindTier && r.Tier != Deny && (r.Source.Origin == rules.OriginGlobal || r.Source.Origin == rules.OriginAgent) {
+		if r.Kind == rules.KindTier && r.Tier != Deny && r.Source.Origin != rules.OriginBuiltin {
 			ids = append(ids, int32(id))
 			globs = append(globs, *a.glob)
 		}
@@ -586,26 +613,25 @@ func (m *Matcher) Overrides() []Override {
 	var out []Override
 	seen := map[*rules.Rule]bool{}
 	for _, set := range a.sets {
-		grant := int32(-1)
+		// The winner as Decide picks it among these rules.
+		t, g := int32(-1), int32(-1)
 		for _, l := range set {
-			if id := ids[l]; m.alts[id].rule.Tier >= Read {
-				grant = m.better(grant, id)
+			id := ids[l]
+			t = m.better(t, id)
+			if m.alts[id].rule.Source.Origin != rules.OriginAgent {
+				g = m.better(g, id)
 			}
 		}
-		if grant < 0 {
+		w := m.clamp(t, g)
+		if w < 0 || m.alts[w].rule.Tier < Read {
 			continue
 		}
 		for _, l := range set {
-			id := ids[l]
-			r := m.alts[id].rule
-			if r.Tier >= Read || seen[r] || unused[r] || m.rank[id] < m.rank[grant] {
-				continue
+			r := m.alts[ids[l]].rule
+			if (r.Tier == Prompt || r.Tier == PromptWrite) && r.Source.Origin >= rules.OriginGlobal && !seen[r] && !unused[r] {
+				seen[r] = true
+				out = append(out, Override{Rule: r, By: m.alts[w].rule})
 			}
-			if m.clamp(grant, id) == id && m.alts[grant].rule.Source.Origin == rules.OriginAgent && r.Source.Origin != rules.OriginAgent {
-				continue // the overlay's grant cannot outrank the global prompt
-			}
-			seen[r] = true
-			out = append(out, Override{Rule: r, By: m.alts[grant].rule})
 		}
 	}
 	slices.SortFunc(out, func(x, y Override) int {

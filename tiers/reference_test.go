@@ -29,7 +29,7 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 		g rules.Glob
 	}
 	var tiers, wps []cand
-	except, execMatched := false, false
+	except, execG, execO, restrictG, restrictO := false, false, false, false, false
 	for _, r := range p.Rules {
 		for _, g := range r.Globs {
 			ok, err := doublestar.Match(g.Text, path)
@@ -47,7 +47,18 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 			case rules.KindException:
 				except = true
 			case rules.KindExec:
-				execMatched = true
+				if r.Source.Origin == rules.OriginAgent {
+					execO = true
+				} else {
+					execG = true
+				}
+			}
+		}
+		if r.Kind == rules.KindExec {
+			if r.Source.Origin == rules.OriginAgent {
+				restrictO = true
+			} else {
+				restrictG = true
 			}
 		}
 	}
@@ -94,10 +105,16 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 			global = &tiers[i]
 		}
 	}
-	// Layering: an overlay's grant never beats a prompt the global file
-	// decides on its own (protections only accumulate).
-	if global != nil && (global.r.Tier == Prompt || global.r.Tier == PromptWrite) && best.r.Tier > global.r.Tier {
-		best = global
+	// Layering: an overlay's rule never answers any op more permissively
+	// than a prompt the global file decides on its own (protections only
+	// accumulate).
+	if global != nil && best != global && (global.r.Tier == Prompt || global.r.Tier == PromptWrite) {
+		for op := range numOps {
+			if refVerdict(best.r.Tier, op) > refVerdict(global.r.Tier, op) {
+				best = global
+				break
+			}
+		}
 	}
 	if best != nil {
 		tier = best.r.Tier
@@ -109,7 +126,16 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 			}
 		}
 	}
-	// The verdict table of DESIGN.md section 3 ("tiers to rights").
+	v := refVerdict(tier, op)
+	// Both the global file's and the overlay's exec_paths restrict.
+	if op == OpExec && v != Denied && (restrictG && !execG || restrictO && !execO) {
+		v = Denied
+	}
+	return refResult{v, tier}
+}
+
+// refVerdict is the table of DESIGN.md section 3 ("tiers to rights").
+func refVerdict(tier Tier, op Op) Verdict {
 	var v Verdict
 	switch tier {
 	case Deny:
@@ -129,10 +155,7 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 	case Write:
 		v = Allowed
 	}
-	if op == OpExec && v != Denied && p.ExecRestricted() && !execMatched {
-		v = Denied
-	}
-	return refResult{v, tier}
+	return v
 }
 
 func refCanonical(p string) bool {

@@ -51,7 +51,7 @@ func TestCheckGolden(t *testing.T) {
 			golden:   "check_policy.golden",
 			// Global: the exception and /srv/data/**; coder: the
 			// exception; reviewer: the exception and review/**.
-			wantStderr: "agent-launcher: policy OK, with 5 warnings\n",
+			wantStderr: "agent-launcher: policy OK, with 8 warnings\n",
 		},
 		{
 			name:     "testdata_policy_json",
@@ -110,14 +110,14 @@ func TestCheckAgent(t *testing.T) {
 			agent:        "coder",
 			wantSections: []string{"== agent coder =="},
 			wantFiles:    "files:      $TMP/policy/config.toml\n",
-			wantWarnings: "agent-launcher: policy OK, with 1 warning\n",
+			wantWarnings: "agent-launcher: policy OK, with 2 warnings\n",
 		},
 		{
 			name:         "agent_file",
 			agent:        "reviewer",
 			wantSections: []string{"== agent reviewer =="},
 			wantFiles:    "files:      $TMP/policy/config.toml, $TMP/policy/agents/reviewer.toml\n",
-			wantWarnings: "agent-launcher: policy OK, with 2 warnings\n",
+			wantWarnings: "agent-launcher: policy OK, with 3 warnings\n",
 		},
 	}
 	for _, tt := range tests {
