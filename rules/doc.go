@@ -10,9 +10,12 @@
 // an overlay may instead live in agents/NAME.toml beside the global file, at
 // its top level. A field the overlay sets replaces the global one, an omitted
 // field inherits it, except that protections only accumulate: deny_paths,
-// prompt_paths, prompt_write_paths and [env] drop of both layers apply, and
-// the built-in lists are always on. Only the global file may list
-// builtin_exceptions.
+// prompt_paths, prompt_write_paths, exec_paths and [env] drop of both layers
+// apply, and the built-in lists are always on. An overlay cannot loosen
+// precedence from "restrictive", loosen a prompt or prompt-write default, or
+// pass a variable the global file drops; package tiers keeps an overlay's
+// grants from outranking a prompt the global file decides. Only the global
+// file may list builtin_exceptions.
 //
 // # Schema
 //
@@ -25,11 +28,11 @@
 //	prompt_write_paths = []            # reads free; writes, creates, deletes ask
 //	read_paths         = []
 //	write_paths        = []
-//	exec_paths         = []            # when non-empty, execve only where these match
+//	exec_paths         = []            # when non-empty, execve only where these match (both layers')
 //	connect_paths      = []            # unix socket paths and "@abstract" names
 //	builtin_exceptions = []            # exact paths the built-in lists skip (global file only)
 //	[env]
-//	pass = []                          # passed even when a drop pattern matches
+//	pass = []                          # exact names, passed even when a drop pattern matches
 //	drop = []                          # added to the built-in drops
 //	[prompt]
 //	timeout = "5m"                     # then the request is denied
