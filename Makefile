@@ -35,6 +35,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGlobDifferential$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzDecide$$' -fuzztime $(FUZZTIME) ./tiers
+	$(GO) test -run '^$$' -fuzz '^FuzzRulesBelow$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./rules
 
 lint:

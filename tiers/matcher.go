@@ -412,8 +412,9 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 // below it to new names, and what lies below is not something a name-based
 // engine can see: a caller that performs renames itself (the launcher's
 // supervisor does, for the kernels that cannot) must also decide on the
-// entries under src and dst. The kernel floor is not affected: Landlock binds
-// its rules to inodes, which a rename does not change.
+// entries under src and dst (RulesBelow says which rules can apply there).
+// The kernel floor is not affected: Landlock binds its rules to inodes,
+// which a rename does not change.
 func (m *Matcher) DecideRename(src, dst string) Decision {
 	s, d := m.Decide(src, OpDelete), m.Decide(dst, OpCreate)
 	if s.Verdict < d.Verdict {
@@ -448,6 +449,58 @@ func canonical(p string) bool {
 		i += 2 + j
 	}
 	return true
+}
+
+// RulesBelow returns the rules, of every kind, that match some path strictly
+// below dir (dir + "/" + anything), in policy order. It over-approximates:
+// a rule in the answer may match no canonical path below dir, but no rule
+// that matches one is missing. dir must be canonical; RulesBelow of a
+// non-canonical dir is nil.
+//
+// Deciding on names, Decide cannot see what a directory holds; RulesBelow
+// says which rules can apply inside it: a Landlock planner granting a
+// directory must carve out what they protect, and a caller that renames a
+// directory must decide on what lies below it (see DecideRename). It walks
+// the automata and allocates; it is meant for set-up, not hot paths.
+func (m *Matcher) RulesBelow(dir string) []*rules.Rule {
+	if !canonical(dir) {
+		return nil
+	}
+	found := map[*rules.Rule]bool{}
+	for k := range m.parts {
+		pt := &m.parts[k]
+		a := pt.a
+		width := uint32(a.ncls + 1)
+		st := a.start
+		if dir != "/" {
+			st = a.trans[a.run(dir)+uint32(a.slash)]
+		} else {
+			st = a.run("/")
+		}
+		seen := make([]bool, a.nstates)
+		queue := []uint32{st}
+		seen[(st-1)/width] = true
+		for len(queue) > 0 {
+			st, queue = queue[len(queue)-1], queue[:len(queue)-1]
+			for _, l := range a.sets[a.acceptSet(st)] {
+				found[m.alts[pt.ids[l]].rule] = true
+			}
+			for c := uint32(0); c < uint32(a.ncls); c++ {
+				next := a.trans[st+c]
+				if i := (next - 1) / width; !seen[i] {
+					seen[i] = true
+					queue = append(queue, next)
+				}
+			}
+		}
+	}
+	var out []*rules.Rule
+	for _, r := range m.pol.Rules {
+		if found[r] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Match is one rule that matches a path, for Explain.

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -327,5 +328,74 @@ func FuzzDecide(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, policy, path []byte) {
 		checkDecide(t, policy, path)
+	})
+}
+
+// checkRulesBelow is RulesBelow's property: every rule that matches a path
+// below dir is in RulesBelow(dir).
+func checkRulesBelow(t *testing.T, policySpec, dirSpec, restSpec []byte) {
+	doc := fuzzPolicy(policySpec)
+	m := cachedMatcher(t, doc)
+	for _, dir := range []string{fuzzPath(dirSpec), "/home/u/proj" + fuzzPath(dirSpec), "/home/u" + fuzzPath(dirSpec)} {
+		if !refCanonical(dir) {
+			if m.RulesBelow(dir) != nil {
+				t.Fatalf("RulesBelow(%q) of a non-canonical dir is not nil", dir)
+			}
+			continue
+		}
+		below := map[*rules.Rule]bool{}
+		for _, r := range m.RulesBelow(dir) {
+			below[r] = true
+		}
+		path := strings.TrimSuffix(dir, "/") + fuzzPath(restSpec)
+		if path == dir || !refCanonical(path) {
+			continue
+		}
+		for _, r := range m.Policy().Rules {
+			for _, g := range r.Globs {
+				if ok, _ := doublestar.Match(g.Text, path); ok && !below[r] {
+					t.Fatalf("policy:\n%s\n%q matches %q below %q, but RulesBelow misses it", doc, r.Pattern, path, dir)
+				}
+			}
+		}
+	}
+}
+
+func TestRulesBelow(t *testing.T) {
+	for i, c := range decideCorpus {
+		for j, rest := range [][]byte{{0}, {1, 2}, {5}, {13, 12, 20}, {7, 8, 9}, {4, 4, 4, 4}} {
+			t.Run(fmt.Sprint(i, "/", j), func(t *testing.T) { checkRulesBelow(t, c.policy, c.path, rest) })
+		}
+	}
+	// Precision where it is cheap to state.
+	m := compileTOML(t, "[file_policy]\npresets = [\"system\"]\nwrite_paths = [\"<workspace>/**\"]\ndeny_paths = [\"<workspace>/secret/**\"]\n")
+	has := func(dir, pattern string) bool {
+		return slices.ContainsFunc(m.RulesBelow(dir), func(r *rules.Rule) bool { return r.Pattern == pattern })
+	}
+	for _, c := range []struct {
+		dir, pattern string
+		want         bool
+	}{
+		{"/usr", "/usr/**", true},
+		{"/usr", "~/.ssh/**", false},
+		{"/usr", "<workspace>/**", false},
+		{testWS, "<workspace>/secret/**", true},
+		{testWS, "~/**/.env", true},
+		{testWS + "/src", "<workspace>/secret/**", false},
+		{testHome, "~/.ssh/**", true},
+		{"/", "/etc/shadow", true},
+	} {
+		if got := has(c.dir, c.pattern); got != c.want {
+			t.Errorf("%q in RulesBelow(%q) = %v, want %v", c.pattern, c.dir, got, c.want)
+		}
+	}
+}
+
+func FuzzRulesBelow(f *testing.F) {
+	for _, c := range decideCorpus {
+		f.Add(c.policy, c.path, []byte{1, 2})
+	}
+	f.Fuzz(func(t *testing.T, policy, dir, rest []byte) {
+		checkRulesBelow(t, policy, dir, rest)
 	})
 }
