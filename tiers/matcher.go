@@ -471,11 +471,10 @@ func (m *Matcher) RulesBelow(dir string) []*rules.Rule {
 		pt := &m.parts[k]
 		a := pt.a
 		width := uint32(a.ncls + 1)
-		st := a.start
+		// The state after dir + "/" (for "/" itself, after "/").
+		st := a.run("/")
 		if dir != "/" {
 			st = a.trans[a.run(dir)+uint32(a.slash)]
-		} else {
-			st = a.run("/")
 		}
 		seen := make([]bool, a.nstates)
 		queue := []uint32{st}
