@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -27,7 +28,7 @@ const (
 
 // ErrTooComplex is returned when a policy's patterns would compile into an
 // automaton above the size limits.
-var ErrTooComplex = fmt.Errorf("tiers: policy too complex to compile")
+var ErrTooComplex = errors.New("tiers: policy too complex to compile")
 
 type edgeKind uint8
 

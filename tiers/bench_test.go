@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -41,7 +42,7 @@ prompt_write_paths = [%s]
 			if name == "/bench/config.toml" {
 				return []byte(doc), nil
 			}
-			return nil, fmt.Errorf("open %s: %w", name, errNotExist)
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 		}})
 	if err != nil {
 		tb.Fatal(err)
@@ -157,5 +158,3 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
-
-var errNotExist = fsErrNotExist()

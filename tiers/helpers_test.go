@@ -1,5 +1,0 @@
-package tiers
-
-import "io/fs"
-
-func fsErrNotExist() error { return fs.ErrNotExist }
