@@ -117,10 +117,8 @@ func Load(opts Options) (*Policy, error) {
 	}
 	// Empty lists, not nil: they read as [] in JSON.
 	p := b.pol
-	for _, l := range []*[]string{&p.Presets} {
-		if *l == nil {
-			*l = []string{}
-		}
+	if p.Presets == nil {
+		p.Presets = []string{}
 	}
 	if p.Connect == nil {
 		p.Connect = []Connect{}
