@@ -59,6 +59,10 @@ type Options struct {
 	Launcher LauncherPaths
 }
 
+// maxPolicyBytes bounds a policy file, so that a runaway generator cannot
+// make the launcher read without end.
+const maxPolicyBytes = 16 << 20
+
 var agentNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Load reads, validates, layers and expands a policy. A policy with any
@@ -183,6 +187,9 @@ func readGlobal(opts *Options) (*document, error) {
 	if err != nil {
 		return nil, ErrorList{{File: opts.Config, Msg: "cannot read the policy file: " + describeIOError(err)}}
 	}
+	if len(data) > maxPolicyBytes {
+		return nil, ErrorList{{File: opts.Config, Msg: fmt.Sprintf("is %d bytes; a policy file may hold at most %d", len(data), maxPolicyBytes)}}
+	}
 	d, errs := parseDocument(opts.Config, filepath.Dir(opts.Config), data)
 	if d == nil {
 		return nil, errs
@@ -210,6 +217,9 @@ func readAgentFile(opts *Options, global *document) (*document, error) {
 	}
 	if err != nil {
 		return nil, ErrorList{{File: name, Msg: "cannot read the agent file: " + describeIOError(err)}}
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, ErrorList{{File: name, Msg: fmt.Sprintf("is %d bytes; a policy file may hold at most %d", len(data), maxPolicyBytes)}}
 	}
 	d, errs := parseDocument(name, "", data)
 	if d == nil {

@@ -167,6 +167,8 @@ func TestValidationErrors(t *testing.T) {
 			`/cfg/agents/a.toml:1: agents: an agent file holds one agent's overlay at its top level ([file_policy], [env], [prompt]); define other agents in their own files`},
 		{"invalid agent name", memFS{"/cfg/config.toml": "[agents.\"a/b\".file_policy]\n"}, "", nil,
 			`/cfg/config.toml:1: agents.a/b: not a valid agent name; use letters, digits, '.', '_' and '-'`},
+		{"huge file", memFS{"/cfg/config.toml": "#" + strings.Repeat("x", 16<<20)}, "", nil,
+			`/cfg/config.toml: is 16777217 bytes; a policy file may hold at most 16777216`},
 		{"missing file", memFS{}, "", nil,
 			`/cfg/config.toml: cannot read the policy file: file does not exist`},
 		{"relative home", memFS{"/cfg/config.toml": ""}, "", func(o *Options) { o.Home = "home" },

@@ -22,8 +22,9 @@ import (
 // Limits that keep a pathological policy from exhausting memory. The table
 // holds states*classes cells of 4 bytes.
 const (
-	maxDFAStates = 1 << 18
-	maxDFACells  = 16 << 20
+	maxDFAStates    = 1 << 18
+	maxDFACells     = 16 << 20
+	maxAlternatives = 1 << 17 // glob alternatives in one policy, after brace expansion
 )
 
 // ErrTooComplex is returned when a policy's patterns would compile into an

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -574,5 +575,24 @@ write_paths = ["<workspace>/**"]
 `))
 	if len(none) != 0 {
 		t.Errorf("Overrides() = %v, want none", none)
+	}
+}
+
+func TestTooManyAlternatives(t *testing.T) {
+	// 200 patterns of 1024 alternatives each: over the limit, refused
+	// before the automaton is built.
+	var b strings.Builder
+	b.WriteString("[file_policy]\nread_paths = [\n")
+	for i := range 200 {
+		fmt.Fprintf(&b, "  \"/r%d/{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}\",\n", i)
+	}
+	b.WriteString("]\n")
+	p, err := rules.Load(rules.Options{Config: "/c.toml", Home: testHome, ReadFile: func(string) ([]byte, error) { return []byte(b.String()), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compile(p)
+	if !errors.Is(err, ErrTooComplex) || !strings.Contains(err.Error(), "glob alternatives after brace expansion") {
+		t.Fatalf("Compile = %v, want ErrTooComplex about alternatives", err)
 	}
 }

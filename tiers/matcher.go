@@ -119,6 +119,9 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 			globs[k] = append(globs[k], *g)
 		}
 	}
+	if len(m.alts) > maxAlternatives {
+		return nil, fmt.Errorf("%w: %d glob alternatives after brace expansion, more than %d; use fewer or smaller {a,b} groups", ErrTooComplex, len(m.alts), maxAlternatives)
+	}
 	m.ranks(p.Precedence)
 	for k := range m.parts {
 		a, err := compileAutomaton(globs[k])
