@@ -310,6 +310,7 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 	// Scalars: the overlay replaces, the global file is the fallback, then
 	// the built-in default.
 	b.pol.Default, b.pol.DefaultSource = Deny, Source{Origin: OriginBuiltin, Key: layerDefault}
+	b.pol.GlobalDefault, b.pol.GlobalDefaultSource = b.pol.Default, b.pol.DefaultSource
 	for _, c := range []struct {
 		v *string
 		f field
@@ -333,6 +334,9 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 			}
 		}
 		b.pol.Default, b.pol.DefaultSource = t, src
+		if c.f.origin != OriginAgent {
+			b.pol.GlobalDefault, b.pol.GlobalDefaultSource = t, src
+		}
 	}
 	b.pol.Precedence, b.pol.PrecedenceSource = Specific, Source{Origin: OriginBuiltin, Key: layerDefault}
 	for _, c := range []struct {

@@ -168,11 +168,15 @@ type Policy struct {
 	Home      string   `json:"home"`
 	Workspace string   `json:"workspace,omitempty"`
 
-	Default          Tier       `json:"default"`
-	DefaultSource    Source     `json:"default_source"`
-	Precedence       Precedence `json:"precedence"`
-	PrecedenceSource Source     `json:"precedence_source"`
-	Presets          []string   `json:"presets"`
+	Default       Tier   `json:"default"`
+	DefaultSource Source `json:"default_source"`
+	// GlobalDefault is the default of the global file alone, before the
+	// overlay; where it asks, an overlay's grant does not win (package tiers).
+	GlobalDefault       Tier       `json:"global_default"`
+	GlobalDefaultSource Source     `json:"global_default_source"`
+	Precedence          Precedence `json:"precedence"`
+	PrecedenceSource    Source     `json:"precedence_source"`
+	Presets             []string   `json:"presets"`
 
 	// Rules holds every rule of every kind: built-ins first, then presets,
 	// then the global file, then the overlay, each in file order.

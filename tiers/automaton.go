@@ -25,6 +25,7 @@ const (
 	maxDFAStates    = 1 << 18
 	maxDFACells     = 16 << 20
 	maxAlternatives = 1 << 17 // glob alternatives in one policy, after brace expansion
+	maxNFANodes     = 1 << 22 // tokens of all alternatives of one automaton, roughly
 )
 
 // ErrTooComplex is returned when a policy's patterns would compile into an
@@ -197,8 +198,17 @@ func buildAlphabet(globs []rules.Glob) *alphabet {
 // compileAutomaton builds the DFA of globs; alternative i of the result is
 // globs[i].
 func compileAutomaton(globs []rules.Glob) (*automaton, error) {
-	if len(globs) > 1<<30 {
-		return nil, fmt.Errorf("%w: %d alternatives", ErrTooComplex, len(globs))
+	return compileAutomatonLimit(globs, maxDFAStates)
+}
+
+// compileAutomatonLimit is compileAutomaton with at most maxStates states.
+func compileAutomatonLimit(globs []rules.Glob, maxStates int) (*automaton, error) {
+	tokens := 0
+	for _, g := range globs {
+		tokens += len(g.Tokens) + 2
+	}
+	if tokens > maxNFANodes {
+		return nil, fmt.Errorf("%w: the patterns hold %d elements, more than %d; shorten them or use fewer {a,b} groups", ErrTooComplex, tokens, maxNFANodes)
 	}
 	al := buildAlphabet(globs)
 	if al.n > 1<<16-1 {
@@ -287,12 +297,12 @@ func compileAutomaton(globs []rules.Glob) (*automaton, error) {
 			}
 		}
 	}
-	return subsetConstruct(nodes, starts, al)
+	return subsetConstruct(nodes, starts, al, maxStates)
 }
 
 // subsetConstruct turns the NFA into a DFA over al's classes. State 0 is the
 // dead state (no NFA node left).
-func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet) (*automaton, error) {
+func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet, maxStates int) (*automaton, error) {
 	ncls := al.n
 	a := &automaton{ncls: ncls, slash: al.slash, nfaNodes: len(nodes)}
 	for r := rune(0); r < utf8.RuneSelf; r++ {
@@ -332,8 +342,8 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet) (*automaton,
 			return st, nil
 		}
 		st := uint32(len(sets))
-		if len(sets) >= maxDFAStates || (len(sets)+1)*(ncls+1) > maxDFACells {
-			return 0, fmt.Errorf("%w: more than %d automaton states; simplify patterns with several \"*\" or \"**\"", ErrTooComplex, len(sets))
+		if len(sets) >= maxStates || (len(sets)+1)*(ncls+1) > maxDFACells {
+			return 0, fmt.Errorf("%w: more than %d automaton states", ErrTooComplex, len(sets))
 		}
 		index[k] = st
 		sets = append(sets, slices.Clone(set))

@@ -596,3 +596,42 @@ func TestTooManyAlternatives(t *testing.T) {
 		t.Fatalf("Compile = %v, want ErrTooComplex about alternatives", err)
 	}
 }
+
+func TestOverlayCannotOutrankGlobalPromptDefault(t *testing.T) {
+	m := compileTOML(t, `
+[file_policy]
+default = "prompt"
+read_paths = ["/usr/**"]
+[agents.a.file_policy]
+write_paths = ["/home/**", "/usr/local/**"]
+`, func(o *rules.Options) { o.Agent = "a" })
+	runDecideCases(t, m, []decideCase{
+		{"overlay grant where the global default asks", "/home/x/y", OpWrite, NeedsApproval, Prompt, "(default)"},
+		// A global rule that grants decides instead; the overlay may go further.
+		{"overlay grant over a global grant", "/usr/local/bin/x", OpWrite, Allowed, Write, "/usr/local/**"},
+	})
+}
+
+func TestManyAnywherePatterns(t *testing.T) {
+	// Patterns that stay active side by side multiply automaton states; they
+	// must split into more automata, not be refused.
+	m := compileTOML(t, `
+[file_policy]
+write_paths = ["<workspace>/**", "/srv/**"]
+deny_paths = ["**/.ssh/**", "**/.aws/**", "**/secrets/**", "**/.gnupg/**", "**/private/**", "**/.terraform/**", "**/.kube/**", "**/vault/**"]
+prompt_paths = ["**/x/{a,b,c}/{a,b,c}/**"]
+`, func(o *rules.Options) { o.Workspace = "/srv/ws" })
+	if n := len(m.parts); n < 3 {
+		t.Errorf("%d automata; expected the deep patterns to split", n)
+	}
+	runDecideCases(t, m, []decideCase{
+		{"first", "/srv/ws/a/.ssh/k", OpRead, Denied, Deny, "**/.ssh/**"},
+		{"last", "/srv/ws/b/vault/k", OpRead, Denied, Deny, "**/vault/**"},
+		{"two of them", "/srv/ws/private/.aws/k", OpRead, Denied, Deny, ""},
+		{"brace product", "/opt/x/b/c/k", OpRead, NeedsApproval, Prompt, "**/x/{a,b,c}/{a,b,c}/**"},
+		{"none", "/srv/ws/src/main.go", OpWrite, Allowed, Write, "<workspace>/**"},
+	})
+	if n := testing.AllocsPerRun(50, func() { m.Decide("/srv/ws/a/.ssh/k", OpRead) }); n != 0 {
+		t.Errorf("Decide allocates %v times with %d automata", n, len(m.parts))
+	}
+}

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,13 +28,17 @@ type Matcher struct {
 	alts  []alt
 	rank  []int32 // per alternative; lower wins among KindTier
 	spec  []int32 // per alternative: specificity, higher wins among KindWriteProtect
-	parts [2]part // flat, deep
+	parts []part  // flat groups, then deep groups; at most maxParts
 
 	// altRes holds, per KindTier alternative, the decision of every op,
 	// and in slot numOps the OpExec decision when exec_paths matches
 	// nothing; dfltRes the same for the default tier.
 	altRes  []*[numOps + 1]Decision
+	overlay []bool // per alternative: the rule is the agent overlay's
 	dfltRes [numOps + 1]Decision
+	// gDefaultRes holds the decisions of the global file's default tier,
+	// for the clamp where no global rule matches.
+	gDefaultRes [numOps + 1]Decision
 	// capRes holds, per KindWriteProtect alternative, the decisions of a
 	// write-tier path it makes read-only.
 	capRes []*[numOps + 1]Decision
@@ -105,41 +110,48 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 		}
 	}
 	m.dflt = &rules.Rule{Pattern: "(default)", Expanded: "(default)", Kind: rules.KindTier, Tier: p.Default, Source: p.DefaultSource}
-	var globs [2][]rules.Glob
 	for _, r := range p.Rules {
 		for i := range r.Globs {
-			id := int32(len(m.alts))
-			g := &r.Globs[i]
-			m.alts = append(m.alts, alt{rule: r, glob: g})
-			k := 0
-			if deep(g) {
-				k = 1
-			}
-			m.parts[k].ids = append(m.parts[k].ids, id)
-			globs[k] = append(globs[k], *g)
+			m.alts = append(m.alts, alt{rule: r, glob: &r.Globs[i]})
 		}
 	}
 	if len(m.alts) > maxAlternatives {
 		return nil, fmt.Errorf("%w: %d glob alternatives after brace expansion, more than %d; use fewer or smaller {a,b} groups", ErrTooComplex, len(m.alts), maxAlternatives)
 	}
 	m.ranks(p.Precedence)
-	for k := range m.parts {
-		a, err := compileAutomaton(globs[k])
+	var groups [2][]int32 // flat, deep
+	for id, a := range m.alts {
+		if deep(a.glob) {
+			groups[1] = append(groups[1], int32(id))
+		} else {
+			groups[0] = append(groups[0], int32(id))
+		}
+	}
+	for i, g := range groups {
+		parts, err := m.compileGroup(g, []int{flatStates, deepStates}[i])
 		if err != nil {
-			if culprit := m.complexRule(); culprit != nil {
-				return nil, fmt.Errorf("%w: %s: %q", err, culprit.Source, culprit.Pattern)
-			}
 			return nil, err
 		}
+		m.parts = append(m.parts, parts...)
+		if len(m.parts) > maxParts {
+			return nil, fmt.Errorf("%w: the patterns need more than %d automata; use fewer patterns with \"**/\" in them", ErrTooComplex, maxParts)
+		}
+	}
+	for k := range m.parts {
 		pt := &m.parts[k]
-		pt.a = a
-		pt.sums = make([]summary, len(a.sets))
-		for i := range a.sets {
+		pt.sums = make([]summary, len(pt.a.sets))
+		for i := range pt.a.sets {
 			pt.sums[i] = m.summarize(pt.set(uint32(i)))
 		}
 	}
 	m.dfltRes = tierDecisions(m.dflt, tierWhy(m.dflt, true))
+	gd := &rules.Rule{Pattern: "(default)", Expanded: "(default)", Kind: rules.KindTier, Tier: p.GlobalDefault, Source: p.GlobalDefaultSource}
+	m.gDefaultRes = tierDecisions(gd, tierWhy(gd, true)+", which the agent overlay cannot loosen")
 	m.altRes = make([]*[numOps + 1]Decision, len(m.alts))
+	m.overlay = make([]bool, len(m.alts))
+	for id, a := range m.alts {
+		m.overlay[id] = a.rule.Source.Origin == rules.OriginAgent
+	}
 	m.capRes = make([]*[numOps + 1]Decision, len(m.alts))
 	byRule := map[*rules.Rule]int{} // alternatives of one rule share their decisions
 	for id, a := range m.alts {
@@ -165,15 +177,53 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 	return m, nil
 }
 
-// complexRule finds the rule whose patterns alone exceed the automaton
-// limits, to name it in the error.
-func (m *Matcher) complexRule() *rules.Rule {
-	for _, r := range m.pol.Rules {
-		if _, err := compileAutomaton(r.Globs); err != nil {
-			return r
-		}
+// Each automaton may grow to flatStates or deepStates states; a group of patterns that
+// would grow past it (patterns that stay active side by side, such as
+// several "**/x/**", multiply each other's states) is split in two by rules,
+// and Decide runs one more automaton. maxParts bounds the splitting.
+const (
+	flatStates = 1 << 16 // trie-like: grows with the rule count, rarely splits
+	deepStates = 1 << 14 // "**/" patterns: products; split early, fail fast
+	maxParts   = 16
+)
+
+// compileGroup compiles the alternatives ids into as few automata as the
+// state budget allows.
+func (m *Matcher) compileGroup(ids []int32, budget int) ([]part, error) {
+	if len(ids) == 0 {
+		a, err := compileAutomatonLimit(nil, budget)
+		return []part{{a: a}}, err
 	}
-	return nil
+	globs := make([]rules.Glob, len(ids))
+	for i, id := range ids {
+		globs[i] = *m.alts[id].glob
+	}
+	a, err := compileAutomatonLimit(globs, budget)
+	if err == nil {
+		return []part{{a: a, ids: ids}}, nil
+	}
+	if !errors.Is(err, ErrTooComplex) {
+		return nil, err
+	}
+	// Split in two; a group of one rule's alternatives that is still too
+	// complex names the rule.
+	if !slices.ContainsFunc(ids, func(id int32) bool { return m.alts[id].rule != m.alts[ids[0]].rule }) {
+		r := m.alts[ids[0]].rule
+		return nil, fmt.Errorf("%w: %s: %q alone is too complex; simplify it", ErrTooComplex, r.Source, r.Pattern)
+	}
+	mid := len(ids) / 2
+	left, err := m.compileGroup(ids[:mid], budget)
+	if err != nil {
+		return nil, err
+	}
+	if len(left) > maxParts {
+		return nil, fmt.Errorf("%w: the patterns need more than %d automata", ErrTooComplex, maxParts)
+	}
+	right, err := m.compileGroup(ids[mid:], budget)
+	if err != nil {
+		return nil, err
+	}
+	return append(left, right...), nil
 }
 
 // Policy returns the policy m was compiled from.
@@ -229,11 +279,18 @@ func (m *Matcher) ranks(prec rules.Precedence) {
 		}
 		return cmp.Or(specific(x, y), cmp.Compare(x.rule.Tier, y.rule.Tier))
 	})
+	// Renumber the alternatives in rank order, so that comparing two ids
+	// compares their ranks: Decide then picks winners without a load.
+	sorted := make([]alt, len(m.alts))
+	for r, i := range order {
+		sorted[r] = m.alts[i]
+	}
+	m.alts = sorted
 	m.rank = make([]int32, len(m.alts))
 	m.spec = make([]int32, len(m.alts))
-	for r, i := range order {
-		m.rank[i] = int32(r)
-		m.spec[i] = int32(len(order) - r)
+	for i := range m.alts {
+		m.rank[i] = int32(i)
+		m.spec[i] = int32(len(m.alts) - i)
 	}
 }
 
@@ -290,37 +347,62 @@ func (m *Matcher) clamp(t, g int32) int32 {
 	if g < 0 || t == g {
 		return t
 	}
-	gt := m.alts[g].rule.Tier
-	if gt != Prompt && gt != PromptWrite {
-		return t
-	}
-	// The tiers are not ordered op by op (read denies writes that
-	// prompt-write asks about): the overlay's rule loses if it answers any
-	// op more permissively.
-	tt := m.alts[t].rule.Tier
-	for op := range numOps {
-		if verdicts[tt][op] > verdicts[gt][op] {
-			return g
-		}
+	if gt := m.alts[g].rule.Tier; asks(gt) && weaker(m.alts[t].rule.Tier, gt) {
+		return g
 	}
 	return t
 }
 
+// resolve returns the decisions for the winner t of all rules (-1: the
+// default) given the winner g of the rules outside the overlay. Where the
+// global file alone asks (g, or the global default when no rule of it
+// matches), an overlay's rule that answers more permissively does not win.
+func (m *Matcher) resolve(t, g int32) *[numOps + 1]Decision {
+	if t < 0 {
+		return &m.dfltRes
+	}
+	if !m.overlay[t] || t == g {
+		return m.altRes[t]
+	}
+	if g >= 0 {
+		if gt := m.altRes[g][0].Tier; asks(gt) && weaker(m.altRes[t][0].Tier, gt) {
+			return m.altRes[g]
+		}
+		return m.altRes[t]
+	}
+	if gd := m.pol.GlobalDefault; asks(gd) && weaker(m.altRes[t][0].Tier, gd) {
+		return &m.gDefaultRes
+	}
+	return m.altRes[t]
+}
+
+// asks reports whether tier t makes someone approve some operation.
+func asks(t Tier) bool { return t == Prompt || t == PromptWrite }
+
+// weaker reports whether tier t answers some operation more permissively
+// than tier u. The tiers are not ordered op by op: read denies the writes
+// that prompt-write asks about, but lets through the reads prompt asks about.
+func weaker(t, u Tier) bool {
+	for op := range numOps {
+		if verdicts[t][op] > verdicts[u][op] {
+			return true
+		}
+	}
+	return false
+}
+
 // better returns the KindTier alternative of lower rank; -1 is none.
+// Ids are ranks (see ranks), and -1 as an unsigned number is the largest.
 func (m *Matcher) better(x, y int32) int32 {
-	if x < 0 || y >= 0 && m.rank[y] < m.rank[x] {
+	if uint32(y) < uint32(x) {
 		return y
 	}
 	return x
 }
 
-// moreSpecific returns the more specific KindWriteProtect alternative.
-func (m *Matcher) moreSpecific(x, y int32) int32 {
-	if x < 0 || y >= 0 && m.spec[y] > m.spec[x] {
-		return y
-	}
-	return x
-}
+// moreSpecific returns the more specific KindWriteProtect alternative; the
+// rank order is also the specificity order among them.
+func (m *Matcher) moreSpecific(x, y int32) int32 { return m.better(x, y) }
 
 // tierDecisions precomputes the answer of every operation under a tier
 // rule, and in slot numOps the OpExec answer when exec_paths is set and
@@ -386,22 +468,29 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 	if op >= numOps || !canonical(path) {
 		return m.invalid[op%numOps]
 	}
-	f, d := m.parts[0].lookup(path), m.parts[1].lookup(path)
-	t1, t2, g1, g2, w1, w2 := f.tier, d.tier, f.glob, d.glob, f.wp, d.wp
-	if f.except || d.except {
-		t1, t2, g1, g2, w1, w2 = f.tierNX, d.tierNX, f.globNX, d.globNX, f.wpNX, d.wpNX
+	// Most paths carry no exception: combine the plain winners, and only
+	// when some automaton reports one, combine again without the rules it
+	// lifts.
+	s := m.parts[0].lookup(path)
+	t, g, w := s.tier, s.glob, s.wp
+	except, execG, execO := s.except, s.execG, s.execO
+	for i := 1; i < len(m.parts); i++ {
+		s := m.parts[i].lookup(path)
+		t, g, w = m.better(t, s.tier), m.better(g, s.glob), m.moreSpecific(w, s.wp)
+		except, execG, execO = except || s.except, execG || s.execG, execO || s.execO
 	}
-	res := &m.dfltRes
-	if t := m.clamp(m.better(t1, t2), m.better(g1, g2)); t >= 0 {
-		res = m.altRes[t]
-	}
-	if res[op].Tier == Write {
-		if w := m.moreSpecific(w1, w2); w >= 0 {
-			res = m.capRes[w]
+	if except {
+		t, g, w = -1, -1, -1
+		for i := range m.parts {
+			s := m.parts[i].lookup(path)
+			t, g, w = m.better(t, s.tierNX), m.better(g, s.globNX), m.moreSpecific(w, s.wpNX)
 		}
 	}
-	if op == OpExec && m.execRestricted && res[op].Verdict != Denied &&
-		(m.execG && !f.execG && !d.execG || m.execO && !f.execO && !d.execO) {
+	res := m.resolve(t, g)
+	if res[op].Tier == Write && w >= 0 {
+		res = m.capRes[w]
+	}
+	if op == OpExec && m.execRestricted && res[op].Verdict != Denied && (m.execG && !execG || m.execO && !execO) {
 		return res[numOps]
 	}
 	return res[op]
@@ -602,14 +691,16 @@ func (m *Matcher) findUnused() {
 	for k := range m.parts {
 		pt := &m.parts[k]
 		for i, sum := range pt.sums {
-			if sum.tier >= 0 {
-				effective[m.alts[sum.tier].rule] = true
+			// The winner as Decide would clamp it, as far as this
+			// automaton can tell (a global rule in another one may clamp
+			// more: then a warning is missed, never made up).
+			if w := m.clamp(sum.tier, sum.glob); w >= 0 {
+				effective[m.alts[w].rule] = true
 			}
 			// Where an exception applies, the best rule it cannot lift
-			// decides; exceptions sit in the flat automaton, so in the
-			// deep one any path may carry one.
-			if sum.tierNX >= 0 && (sum.except || k == 1 && hasExceptions) {
-				effective[m.alts[sum.tierNX].rule] = true
+			// decides; an exception may sit in another automaton.
+			if w := m.clamp(sum.tierNX, sum.globNX); w >= 0 && (sum.except || hasExceptions) {
+				effective[m.alts[w].rule] = true
 			}
 			for _, id := range pt.set(uint32(i)) {
 				r := m.alts[id].rule
@@ -683,7 +774,9 @@ func (m *Matcher) Overrides() []Override {
 		}
 		for _, l := range set {
 			r := m.alts[ids[l]].rule
-			if (r.Tier == Prompt || r.Tier == PromptWrite) && r.Source.Origin >= rules.OriginGlobal && !seen[r] && !unused[r] {
+			// Only where the grant answers some op more permissively: a
+			// read rule under prompt-write tightens, it does not override.
+			if asks(r.Tier) && weaker(m.alts[w].rule.Tier, r.Tier) && r.Source.Origin >= rules.OriginGlobal && !seen[r] && !unused[r] {
 				seen[r] = true
 				out = append(out, Override{Rule: r, By: m.alts[w].rule})
 			}

@@ -117,6 +117,17 @@ func referenceDecide(p *rules.Policy, path string, op Op) refResult {
 			}
 		}
 	}
+	// Where no global rule matches, the global default stands for it.
+	if best != nil && global == nil && best.r.Source.Origin == rules.OriginAgent &&
+		(p.GlobalDefault == Prompt || p.GlobalDefault == PromptWrite) {
+		for op := range numOps {
+			if refVerdict(best.r.Tier, op) > refVerdict(p.GlobalDefault, op) {
+				best = nil
+				tier = p.GlobalDefault
+				break
+			}
+		}
+	}
 	if best != nil {
 		tier = best.r.Tier
 	}
