@@ -30,7 +30,7 @@ func DefaultPolicy() []byte { return append([]byte(nil), defaultPolicy...) }
 // own the session) and no exception can lift that. Empty fields are skipped.
 type LauncherPaths struct {
 	Executable  string   // write-protected
-	ConfigFiles []string // denied
+	ConfigFiles []string // denied; one that ends in "/" is a directory, denied with everything under it
 	ConfigDir   string   // denied, with everything under it
 	AgentsDir   string   // agents/ beside the policy file; denied, with everything under it
 	StateDir    string   // denied, with everything under it
@@ -666,7 +666,7 @@ func (b *builder) addBuiltins() {
 		b.launcher = append(b.launcher, globs...)
 	}
 	for _, f := range lp.ConfigFiles {
-		launcher(f, false, KindTier, "the launcher's policy")
+		launcher(f, strings.HasSuffix(f, "/"), KindTier, "the launcher's policy")
 	}
 	launcher(lp.ConfigDir, true, KindTier, "the launcher's configuration")
 	launcher(lp.AgentsDir, true, KindTier, "the launcher's agent policies")

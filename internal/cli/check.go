@@ -84,6 +84,9 @@ func (c *command) check(args []string) int {
 	return ExitOK
 }
 
+// checkFailed reports a refused policy; with --json also as one JSON object
+// on stdout, indented for check, on one line for explain (whose --json
+// output is one object per line).
 func (c *command) checkFailed(jsonOut bool, e *env, err error) int {
 	if !jsonOut {
 		c.reportPolicyError(err)
@@ -104,9 +107,16 @@ func (c *command) checkFailed(jsonOut bool, e *env, err error) int {
 			}
 			continue
 		}
-		list = append(list, jerr{Message: one.Error()})
+		list = append(list, jerr{Message: strings.TrimPrefix(one.Error(), "tiers: ")})
 	}
-	writeJSON(c.stdout, map[string]any{"schema": jsonSchema, "ok": false, "config": configName(e.config), "errors": list})
+	out := map[string]any{"schema": jsonSchema, "ok": false, "config": configName(e.config), "errors": list}
+	if c.oneLine {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(out)
+	} else {
+		writeJSON(c.stdout, out)
+	}
 	c.reportPolicyError(err)
 	return ExitFailure
 }

@@ -58,6 +58,8 @@ type command struct {
 	ctx    context.Context
 	stdout io.Writer
 	stderr io.Writer
+	// oneLine makes JSON output one object per line (explain).
+	oneLine bool
 }
 
 func (c *command) errorf(format string, args ...any) {

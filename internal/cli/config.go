@@ -143,6 +143,23 @@ func canonical(p string) (string, error) {
 	return done, nil
 }
 
+// canonicalParent resolves everything but the last component of p, which
+// it appends as written: the path unlink or rename acts on.
+func canonicalParent(p string) (string, error) {
+	dir, base := filepath.Split(strings.TrimRight(p, "/"))
+	if base == "" || base == "." || base == ".." {
+		return canonical(p)
+	}
+	if dir == "" {
+		dir = "."
+	}
+	d, err := canonical(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, base), nil
+}
+
 // resolveEnv finds the policy file, home, workspace and the launcher's own
 // paths.
 func resolveEnv(pf *policyFlags) (*env, error) {
@@ -180,14 +197,24 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 		ConfigDir: filepath.Join(configHome(), "agent-launcher"),
 		StateDir:  filepath.Join(stateHome(), "agent-launcher"),
 	}
+	// The default location too, when XDG_CONFIG_HOME moves it elsewhere:
+	// a later session without the variable would read it.
+	if def := filepath.Join(os.Getenv("HOME"), ".config", "agent-launcher"); def != lp.ConfigDir {
+		lp.ConfigFiles = append(lp.ConfigFiles, def+"/")
+	}
 	if v := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(v) {
 		lp.RuntimeDir = filepath.Join(v, "agent-launcher")
 	} else {
 		lp.RuntimeDir = filepath.Join(lp.StateDir, "run")
 	}
 	if config != "" {
+		// The path as given and as resolved: an agent that replaced a
+		// symlink to the policy would write the operator's next policy.
 		lp.ConfigFiles = append(lp.ConfigFiles, config)
 		lp.AgentsDir = filepath.Join(filepath.Dir(config), "agents")
+		if c, err := canonical(config); err == nil && c != config {
+			lp.ConfigFiles = append(lp.ConfigFiles, c, filepath.Join(filepath.Dir(c), "agents")+"/")
+		}
 	}
 	if exe, err := os.Executable(); err == nil {
 		if r, err := filepath.EvalSymlinks(exe); err == nil {
@@ -200,11 +227,6 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 			if c, err := canonical(*p); err == nil {
 				*p = c
 			}
-		}
-	}
-	for i, f := range lp.ConfigFiles {
-		if c, err := canonical(f); err == nil {
-			lp.ConfigFiles[i] = c
 		}
 	}
 	return lp

@@ -13,6 +13,7 @@ import (
 )
 
 func (c *command) explain(args []string) int {
+	c.oneLine = true
 	fs := c.flagSet("explain")
 	var pf policyFlags
 	pf.register(fs)
@@ -44,6 +45,11 @@ func (c *command) explain(args []string) int {
 	status = ExitOK
 	for _, arg := range paths {
 		path, err := canonical(arg)
+		if op == tiers.OpDelete {
+			// unlink and rename act on the last component itself, not on
+			// what a symlink there points to.
+			path, err = canonicalParent(arg)
+		}
 		if err != nil {
 			c.errorf("explain: %s", err)
 			return ExitFailure

@@ -115,3 +115,45 @@ func TestUnreadablePolicy(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 125, %q", r.code, got, want)
 	}
 }
+
+// TestPolicySymlinkProtected: a policy reached through a symlink is
+// protected at both names, and explain --op delete judges the link itself.
+func TestPolicySymlinkProtected(t *testing.T) {
+	sb := newSandbox(t)
+	real := writeFile(t, filepath.Join(sb.tmp, "real", "policy.toml"), "[file_policy]\nwrite_paths = [\"/**\"]\n")
+	link := filepath.Join(sb.ws, "policy.toml")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		op, path string
+		want     int
+	}{
+		{"delete", link, 1}, // the symlink itself
+		{"write", real, 1},  // the policy it points to
+		{"create", filepath.Join(sb.tmp, "real", "agents", "x.toml"), 1},
+		{"delete", filepath.Join(sb.ws, "other.toml"), 0}, // positive control
+	} {
+		r := run("explain", "--config", link, "--op", c.op, c.path)
+		if r.code != c.want {
+			t.Errorf("explain --op %s %s: exit %d, want %d\n%s%s", c.op, c.path, r.code, c.want, r.stdout, r.stderr)
+		}
+	}
+	// delete does not follow the last symlink: the answer names the link.
+	r := run("explain", "--config", link, "--op", "delete", link)
+	if !strings.HasPrefix(sb.normalize(t, r.stdout), "$TMP/ws/policy.toml: delete denied") {
+		t.Errorf("stdout = %q", sb.normalize(t, r.stdout))
+	}
+}
+
+// TestExplainJSONRefusedPolicy: explain --json stays one object per line
+// when the policy is refused.
+func TestExplainJSONRefusedPolicy(t *testing.T) {
+	sb := newSandbox(t)
+	config := writeFile(t, filepath.Join(sb.tmp, "policy.toml"), "[file_policy]\ndefault = \"raed\"\n")
+	r := run("explain", "--json", "--config", config, "x")
+	want := `{"config":"$TMP/policy.toml","errors":[{"file":"$TMP/policy.toml","line":2,"key":"file_policy.default","message":"\"raed\" is not a tier; use one of deny, prompt, prompt-write, read, write (did you mean \"read\"?)"}],"ok":false,"schema":1}` + "\n"
+	if got := sb.normalize(t, r.stdout); r.code != 125 || got != want {
+		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s", r.code, got, want)
+	}
+}
