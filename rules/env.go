@@ -45,10 +45,19 @@ type EnvPolicy struct {
 }
 
 // Keep reports whether variable name reaches the agent, and the rule that
-// decided it (nil when no rule matched and the variable passes).
+// decided it (nil when no rule matched and the variable passes). A pass
+// wins over a drop, except that the agent overlay's drops win over the
+// global file's passes (protections only accumulate).
 func (e *EnvPolicy) Keep(name string) (bool, *EnvRule) {
 	for i := range e.Pass {
 		if envMatch(e.Pass[i].Pattern, name) {
+			if e.Pass[i].Source.Origin != OriginAgent {
+				for j := range e.Drop {
+					if e.Drop[j].Source.Origin == OriginAgent && envMatch(e.Drop[j].Pattern, name) {
+						return false, &e.Drop[j]
+					}
+				}
+			}
 			return true, &e.Pass[i]
 		}
 	}

@@ -510,7 +510,8 @@ func (b *builder) env(global, overlay *document, ov *agentDoc, ovPrefix string) 
 	globalDrops := add(deref(ge.Drop), field{global, OriginGlobal, "env.drop"}, false)
 	kept := b.pol.Env.Pass[:0]
 	for _, p := range b.pol.Env.Pass {
-		if p.Source.Origin == OriginAgent {
+		globallyPassed := slices.ContainsFunc(deref(ge.Pass), func(g string) bool { return g == p.Pattern })
+		if p.Source.Origin == OriginAgent && !globallyPassed {
 			if i := slices.IndexFunc(globalDrops, func(d EnvRule) bool { return envMatch(d.Pattern, p.Pattern) }); i >= 0 {
 				b.fail(p.Source.File, p.Source.Line, p.Source.Key, "the global file drops %s (%s); an overlay cannot pass it back", p.Pattern, globalDrops[i].Source)
 				continue

@@ -500,3 +500,32 @@ func TestRootHome(t *testing.T) {
 		}
 	}
 }
+
+func TestEnvLayering(t *testing.T) {
+	files := memFS{"/cfg/config.toml": `
+[env]
+pass = ["ANTHROPIC_API_KEY", "GH_TOKEN"]
+drop = ["*_TOKEN"]
+[agents.a.env]
+drop = ["ANTHROPIC_API_KEY"]
+[agents.b.env]
+pass = ["GH_TOKEN"]
+`}
+	a := load(t, files, "a") // inherits the global pass list
+	b := load(t, files, "b")
+	for _, c := range []struct {
+		p    *Policy
+		name string
+		keep bool
+	}{
+		{a, "ANTHROPIC_API_KEY", false}, // the overlay's drop beats the global pass
+		{a, "GH_TOKEN", true},
+		{b, "GH_TOKEN", true}, // the overlay may repeat what the global file passes
+		{b, "OTHER_TOKEN", false},
+		{b, "PATH", true},
+	} {
+		if got, _ := c.p.Env.Keep(c.name); got != c.keep {
+			t.Errorf("agent %s: Keep(%s) = %v, want %v", c.p.Agent, c.name, got, c.keep)
+		}
+	}
+}

@@ -420,7 +420,7 @@ func tierDecisions(rule *rules.Rule, why string) [numOps + 1]Decision {
 // rules matches: denied, whatever the tier.
 func execDenied(tier Tier, rule *rules.Rule, why string) Decision {
 	return Decision{Op: OpExec, Verdict: Denied, Tier: tier, Rule: rule,
-		Why: why + "; exec_paths is set and none of its rules matches: exec denied"}
+		Why: why + "; exec_paths does not list it (when the global file and the agent overlay both set exec_paths, both must): exec denied"}
 }
 
 // cappedDecisions precomputes the answers for a write-tier path that the

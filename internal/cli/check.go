@@ -237,7 +237,15 @@ func writePolicy(w io.Writer, p *compiled) int {
 	}
 	tw.Flush()
 	if ex := byKind(rules.KindExec); len(ex) > 0 {
-		fmt.Fprintf(w, "\nexec: only paths these match (and the tier lets read):\n")
+		layers := map[rules.Origin]bool{}
+		for _, r := range ex {
+			layers[r.Source.Origin] = true
+		}
+		if len(layers) > 1 {
+			fmt.Fprintf(w, "\nexec: only paths that both the global file's and the agent overlay's exec_paths match (and the tier lets read):\n")
+		} else {
+			fmt.Fprintf(w, "\nexec: only paths these match (and the tier lets read):\n")
+		}
 		for _, r := range ex {
 			fmt.Fprintf(w, "  %s  (%s)\n", patternText(r), r.Source)
 		}

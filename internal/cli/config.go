@@ -279,7 +279,9 @@ func (c *command) reportPolicyError(err error) {
 	}
 }
 
-// riskyWorkspace says why run would refuse this workspace, or "".
+// riskyWorkspace says why a workspace would grant far more than a project,
+// or "". Run refuses /, the home directory and /tmp (DESIGN.md section 7);
+// check warns about those and the others here.
 func riskyWorkspace(ws, home string) string {
 	switch ws {
 	case "/":
@@ -288,6 +290,11 @@ func riskyWorkspace(ws, home string) string {
 		return "the workspace is the home directory, which run refuses: it would grant every file you own"
 	case "/tmp":
 		return "the workspace is /tmp, which run refuses: it is shared with every other program"
+	case "/var/tmp", "/dev/shm", "/home", "/usr", "/etc", "/var", "/opt", "/root", "/srv", "/run":
+		return "the workspace is " + ws + ", a system directory; choose a project directory"
+	}
+	if strings.HasPrefix(home, ws+"/") {
+		return "the workspace " + ws + " contains the home directory: it would grant every file you own"
 	}
 	return ""
 }

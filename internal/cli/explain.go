@@ -170,7 +170,7 @@ func hint(d tiers.Decision) string {
 	case r.Exceptable():
 		return fmt.Sprintf("this path is on the built-in denylist (%s); only the operator can lift it, with builtin_exceptions in the global policy file", r.Note)
 	case d.Op == tiers.OpExec && d.Tier != rules.Deny:
-		return "exec_paths does not list this program; run one it lists"
+		return "exec_paths does not list this program (where the global file and the agent overlay both set exec_paths, both must list it)"
 	case d.Tier == rules.Read:
 		return fmt.Sprintf("the path is read-only (%s); write under one of allowed_paths instead", r.Source)
 	}

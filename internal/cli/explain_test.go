@@ -713,7 +713,7 @@ func TestExplainJSON(t *testing.T) {
 				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "write",
 				AllowedPaths: []string{"/srv/bin/**"}, // only exec_paths may be executed
 				Error:        "agent-launcher policy denies exec of /srv/www/run.sh",
-				Hint:         "exec_paths does not list this program; run one it lists",
+				Hint:         "exec_paths does not list this program (where the global file and the agent overlay both set exec_paths, both must list it)",
 				keys:         deniedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:2: file_policy.write_paths[0]",
@@ -728,7 +728,7 @@ func TestExplainJSON(t *testing.T) {
 				Schema: 1, ToolName: "Bash", Path: "/srv/www/run.sh", Op: "exec", Verdict: "deny", Tier: "read",
 				AllowedPaths: []string{"/srv/bin/**"}, // only exec_paths may be executed
 				Error:        "agent-launcher policy denies exec of /srv/www/run.sh",
-				Hint:         "exec_paths does not list this program; run one it lists",
+				Hint:         "exec_paths does not list this program (where the global file and the agent overlay both set exec_paths, both must list it)",
 				keys:         deniedKeys,
 			},
 			wantSource: "global $TMP/policy.toml:2: file_policy.read_paths[0]",

@@ -157,3 +157,15 @@ func TestExplainJSONRefusedPolicy(t *testing.T) {
 		t.Errorf("exit %d, stdout:\n%s\nwant:\n%s", r.code, got, want)
 	}
 }
+
+func TestRiskyWorkspaceWarnings(t *testing.T) {
+	sb := newSandbox(t)
+	r := run("check", "--workspace", sb.tmp) // contains $TMP/home
+	if want := "agent-launcher: warning: the workspace $TMP contains the home directory: it would grant every file you own\n"; !strings.Contains(sb.normalize(t, r.stderr), want) {
+		t.Errorf("stderr = %q, want it to contain %q", sb.normalize(t, r.stderr), want)
+	}
+	r = run("check") // the sandbox's own workspace: no warning
+	if strings.Contains(r.stderr, "warning: the workspace") {
+		t.Errorf("positive control warned: %q", r.stderr)
+	}
+}
