@@ -18,12 +18,14 @@ build:
 
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
 # their checked-in corpora as ordinary tests), the purity check of the
-# importable packages, then every test binary again as an unprivileged user.
+# importable packages, every test binary again as an unprivileged user, and
+# the demo (its output discarded) so that the README's first command works.
 test: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers
 	$(GO) test -count=1 ./...
 	./scripts/test-unprivileged
+	@echo "make demo, as a smoke test:" && ./scripts/demo $(BIN) > /dev/null && echo "ok"
 
 demo: deps build
 	@./scripts/demo $(BIN)
