@@ -25,7 +25,7 @@ test: deps build
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers
 	$(GO) test -count=1 ./...
 	./scripts/test-unprivileged
-	@echo "make demo, as a smoke test:" && ./scripts/demo $(BIN) > /dev/null && echo "ok"
+	@./scripts/demo $(BIN) > /dev/null 2>&1 && echo "ok   make demo (smoke test)" || { ./scripts/demo $(BIN); echo "FAIL make demo"; exit 1; }
 
 demo: deps build
 	@./scripts/demo $(BIN)
