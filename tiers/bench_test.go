@@ -109,10 +109,10 @@ func naiveDecide(m *Matcher, path string, op Op) Verdict {
 		case rules.KindException:
 			except = true
 		case rules.KindTier:
-			if best < 0 || m.rank[i] < m.rank[best] {
+			if best < 0 { // ids are in precedence order: the first match wins
 				best = i
 			}
-			if !a.rule.Exceptable() && (bestNX < 0 || m.rank[i] < m.rank[bestNX]) {
+			if !a.rule.Exceptable() && bestNX < 0 {
 				bestNX = i
 			}
 		case rules.KindWriteProtect:

@@ -26,9 +26,7 @@ import (
 type Matcher struct {
 	pol   *rules.Policy
 	alts  []alt
-	rank  []int32 // per alternative; lower wins among KindTier
-	spec  []int32 // per alternative: specificity, higher wins among KindWriteProtect
-	parts []part  // flat groups, then deep groups; at most maxParts
+	parts []part // flat groups, then deep groups; at most maxParts
 
 	// altRes holds, per KindTier alternative, the decision of every op,
 	// and in slot numOps the OpExec decision when exec_paths matches
@@ -254,8 +252,9 @@ func (m *Matcher) Stats() Stats {
 	return s
 }
 
-// ranks orders the alternatives: rank for KindTier (lower wins), spec for
-// KindWriteProtect (higher is more specific).
+// ranks orders the alternatives by precedence and renumbers them in that
+// order: a lower id wins among KindTier alternatives, and is the more
+// specific among KindWriteProtect ones.
 func (m *Matcher) ranks(prec rules.Precedence) {
 	order := make([]int, len(m.alts))
 	for i := range order {
@@ -286,12 +285,6 @@ func (m *Matcher) ranks(prec rules.Precedence) {
 		sorted[r] = m.alts[i]
 	}
 	m.alts = sorted
-	m.rank = make([]int32, len(m.alts))
-	m.spec = make([]int32, len(m.alts))
-	for i := range m.alts {
-		m.rank[i] = int32(i)
-		m.spec[i] = int32(len(m.alts) - i)
-	}
 }
 
 func boolCmp(a, b bool) int {
@@ -629,7 +622,7 @@ func (m *Matcher) Explain(path string, op Op) Explanation {
 	}
 	slices.SortStableFunc(set, func(i, j int32) int {
 		x, y := m.alts[i], m.alts[j]
-		return cmp.Or(cmp.Compare(x.rule.Kind, y.rule.Kind), cmp.Compare(m.rank[i], m.rank[j]))
+		return cmp.Or(cmp.Compare(x.rule.Kind, y.rule.Kind), cmp.Compare(i, j))
 	})
 	seen := map[*rules.Rule]bool{}
 	for _, id := range set {
