@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,10 +102,11 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 		}
 		// Unknown keys: the rest decoded, so validate it too and report
 		// every problem at once.
-		indexLines(data, d.lines)
+		return d, append(errs, indexLines(name, data, d.lines)...)
+	}
+	if errs := indexLines(name, data, d.lines); errs != nil {
 		return d, errs
 	}
-	indexLines(data, d.lines)
 	return d, nil
 }
 
@@ -223,14 +225,18 @@ func tomlTypeName(t string) string {
 	return "a " + t
 }
 
-// indexLines records the line of every key, table and list element. It runs
-// on documents the decoder accepted, so the parser cannot fail here.
-func indexLines(data []byte, lines map[string]int) {
-	p := unstable.Parser{}
-	p.Reset(data)
+// indexLines records the line of every key, table and list element, and
+// returns the keys spelled with the wrong case: go-toml matches struct
+// fields case-insensitively, but TOML keys are case-sensitive, and
+// "[File_Policy]" beside "[file_policy]" would decode into one table, the
+// later values silently replacing the earlier. It runs on documents the
+// decoder accepted, so the parser cannot fail here.
+func indexLines(name string, data []byte, lines map[string]int) ErrorList {
+	ix := &indexer{name: name, lines: lines}
+	ix.p.Reset(data)
 	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
+	for ix.p.NextExpression() {
+		e := ix.p.Expression()
 		switch e.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			table = table[:0]
@@ -240,17 +246,68 @@ func indexLines(data []byte, lines map[string]int) {
 				n := it.Node()
 				table = append(table, string(n.Data))
 				if line == 0 {
-					line = p.Shape(n.Raw).Start.Line
+					line = ix.p.Shape(n.Raw).Start.Line
 				}
+				ix.checkCase(table, line)
 				setLine(lines, strings.Join(table, "."), line)
 			}
 		case unstable.KeyValue:
-			indexKeyValue(&p, e, table, lines)
+			ix.keyValue(e, table)
+		}
+	}
+	return ix.errs
+}
+
+type indexer struct {
+	p     unstable.Parser
+	name  string
+	lines map[string]int
+	errs  ErrorList
+}
+
+// checkCase reports the last part of key when only its case differs from
+// a key of the schema.
+func (ix *indexer) checkCase(key []string, line int) {
+	known := schemaKeys(key[:len(key)-1])
+	last := key[len(key)-1]
+	if known == nil || slices.Contains(known, last) {
+		return
+	}
+	for _, k := range known {
+		if strings.EqualFold(k, last) {
+			ix.errs = append(ix.errs, &Error{File: ix.name, Line: line, Key: strings.Join(key, "."),
+				Msg: fmt.Sprintf("keys are case-sensitive; write %q", k)})
+			return
 		}
 	}
 }
 
-func indexKeyValue(p *unstable.Parser, e *unstable.Node, prefix []string, lines map[string]int) {
+// schemaKeys returns the keys the schema allows under prefix, or nil where
+// any key is allowed (agent names) or the decoder already reports unknown
+// ones.
+func schemaKeys(prefix []string) []string {
+	// The prefix is matched ignoring case, as the decoder does: a
+	// misspelt table was reported itself, its keys are checked too.
+	agents := len(prefix) > 0 && strings.EqualFold(prefix[0], "agents")
+	switch {
+	case len(prefix) == 0:
+		return topKeys
+	case len(prefix) == 2 && agents:
+		return agentKeys
+	case len(prefix) == 1 || len(prefix) == 3 && agents:
+		switch strings.ToLower(prefix[len(prefix)-1]) {
+		case "file_policy":
+			return filePolicyKeys
+		case "env":
+			return envKeys
+		case "prompt":
+			return promptKeys
+		}
+	}
+	return nil
+}
+
+func (ix *indexer) keyValue(e *unstable.Node, prefix []string) {
 	key := append([]string(nil), prefix...)
 	it := e.Key()
 	line := 0
@@ -258,14 +315,15 @@ func indexKeyValue(p *unstable.Parser, e *unstable.Node, prefix []string, lines 
 		n := it.Node()
 		key = append(key, string(n.Data))
 		if line == 0 {
-			line = p.Shape(n.Raw).Start.Line
+			line = ix.p.Shape(n.Raw).Start.Line
 		}
-		setLine(lines, strings.Join(key, "."), line)
+		ix.checkCase(key, line)
+		setLine(ix.lines, strings.Join(key, "."), line)
 	}
-	indexValue(p, e.Value(), strings.Join(key, "."), key, lines)
+	ix.value(e.Value(), strings.Join(key, "."), key)
 }
 
-func indexValue(p *unstable.Parser, v *unstable.Node, name string, key []string, lines map[string]int) {
+func (ix *indexer) value(v *unstable.Node, name string, key []string) {
 	switch v.Kind {
 	case unstable.Array:
 		c := v.Children()
@@ -273,14 +331,14 @@ func indexValue(p *unstable.Parser, v *unstable.Node, name string, key []string,
 			n := c.Node()
 			elem := name + "[" + strconv.Itoa(i) + "]"
 			if n.Raw.Length > 0 {
-				setLine(lines, elem, p.Shape(n.Raw).Start.Line)
+				setLine(ix.lines, elem, ix.p.Shape(n.Raw).Start.Line)
 			}
-			indexValue(p, n, elem, key, lines)
+			ix.value(n, elem, key)
 		}
 	case unstable.InlineTable:
 		c := v.Children()
 		for c.Next() {
-			indexKeyValue(p, c.Node(), key, lines)
+			ix.keyValue(c.Node(), key)
 		}
 	}
 }

@@ -83,6 +83,12 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"unknown key suggests", memFS{"/cfg/config.toml": "[file_policy]\ndeny_path = []\n"}, "", nil,
 			`/cfg/config.toml:2: file_policy.deny_path: unknown key; did you mean "deny_paths"?`},
+		{"key case", memFS{"/cfg/config.toml": "[file_poliCY]\nreAd_pAths = [\"/0\"]\n"}, "", nil,
+			`/cfg/config.toml:1: file_poliCY: keys are case-sensitive; write "file_policy"` + "\n" +
+				`/cfg/config.toml:2: file_poliCY.reAd_pAths: keys are case-sensitive; write "read_paths"`},
+		{"a second table in other case", memFS{"/cfg/config.toml": "[file_policy]\ndeny_paths = [\"/x/**\"]\n[FILE_POLICY]\ndefault = \"write\"\n[agents.a.File_Policy]\n"}, "", nil,
+			`/cfg/config.toml:3: FILE_POLICY: keys are case-sensitive; write "file_policy"` + "\n" +
+				`/cfg/config.toml:5: agents.a.File_Policy: keys are case-sensitive; write "file_policy"`},
 		{"unknown table", memFS{"/cfg/config.toml": "[file_polcy]\ndefault = \"deny\"\n"}, "", nil,
 			`/cfg/config.toml:1: file_polcy: unknown key; did you mean "file_policy"?`},
 		{"unknown key far from any", memFS{"/cfg/config.toml": "[env]\nzzzzzzzz = 1\n"}, "", nil,
