@@ -121,10 +121,10 @@ func decodeErrors(name string, data []byte, err error) ErrorList {
 			row, _ := e.Position()
 			key := strings.Join(e.Key(), ".")
 			msg := "unknown key"
-			if s := Suggest(e.Key()[len(e.Key())-1], knownKeys(e.Key())); s != "" {
+			if s := Suggest(e.Key()[len(e.Key())-1], schemaKeys(e.Key()[:len(e.Key())-1])); s != "" {
 				msg += fmt.Sprintf("; did you mean %q?", s)
 			} else {
-				msg += "; the keys here are " + strings.Join(knownKeys(e.Key()), ", ")
+				msg += "; the keys here are " + strings.Join(schemaKeys(e.Key()[:len(e.Key())-1]), ", ")
 			}
 			out = append(out, &Error{File: name, Line: row, Key: key, Msg: msg})
 		}
@@ -156,52 +156,11 @@ func decodeErrors(name string, data []byte, err error) ErrorList {
 // fullKeyAt returns the dotted key (with its table) written on line row, or
 // fallback.
 func fullKeyAt(data []byte, row int, fallback string) string {
-	p := unstable.Parser{}
-	p.Reset(data)
-	var table []string
-	for p.NextExpression() {
-		e := p.Expression()
-		var parts []string
-		line := 0
-		it := e.Key()
-		for it.Next() {
-			n := it.Node()
-			parts = append(parts, string(n.Data))
-			if line == 0 {
-				line = p.Shape(n.Raw).Start.Line
-			}
-		}
-		switch e.Kind {
-		case unstable.Table, unstable.ArrayTable:
-			table = parts
-			if line == row {
-				return strings.Join(table, ".")
-			}
-		case unstable.KeyValue:
-			if line == row {
-				return strings.Join(append(append([]string(nil), table...), parts...), ".")
-			}
-		}
+	ix := index("", data, map[string]int{})
+	if k, ok := ix.keyAt[row]; ok {
+		return k
 	}
 	return fallback
-}
-
-func knownKeys(key []string) []string {
-	switch {
-	case len(key) <= 1:
-		return topKeys
-	case key[0] == "agents" && len(key) == 3:
-		return agentKeys
-	}
-	switch key[len(key)-2] {
-	case "file_policy":
-		return filePolicyKeys
-	case "env":
-		return envKeys
-	case "prompt":
-		return promptKeys
-	}
-	return nil
 }
 
 func goTypeName(t string) string {
@@ -232,7 +191,13 @@ func tomlTypeName(t string) string {
 // later values silently replacing the earlier. It runs on documents the
 // decoder accepted, so the parser cannot fail here.
 func indexLines(name string, data []byte, lines map[string]int) ErrorList {
-	ix := &indexer{name: name, lines: lines}
+	return index(name, data, lines).errs
+}
+
+// index walks the document's expressions once, filling lines, keyAt and
+// errs.
+func index(name string, data []byte, lines map[string]int) *indexer {
+	ix := &indexer{name: name, lines: lines, keyAt: map[int]string{}}
 	ix.p.Reset(data)
 	var table []string
 	for ix.p.NextExpression() {
@@ -250,18 +215,20 @@ func indexLines(name string, data []byte, lines map[string]int) ErrorList {
 				}
 				ix.checkCase(table, line)
 				setLine(lines, strings.Join(table, "."), line)
+				ix.keyAt[line] = strings.Join(table, ".")
 			}
 		case unstable.KeyValue:
 			ix.keyValue(e, table)
 		}
 	}
-	return ix.errs
+	return ix
 }
 
 type indexer struct {
 	p     unstable.Parser
 	name  string
 	lines map[string]int
+	keyAt map[int]string // line -> the full key written there (the first one)
 	errs  ErrorList
 }
 
@@ -319,6 +286,9 @@ func (ix *indexer) keyValue(e *unstable.Node, prefix []string) {
 		}
 		ix.checkCase(key, line)
 		setLine(ix.lines, strings.Join(key, "."), line)
+	}
+	if _, ok := ix.keyAt[line]; !ok {
+		ix.keyAt[line] = strings.Join(key, ".")
 	}
 	ix.value(e.Value(), strings.Join(key, "."), key)
 }
