@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agent-launcher/agent-launcher/rules"
 )
@@ -27,6 +28,10 @@ type Matcher struct {
 	pol   *rules.Policy
 	alts  []alt
 	parts []part // flat groups, then deep groups; at most maxParts
+	nflat int    // the first nflat parts are the flat groups
+
+	subtreeMu    sync.Mutex
+	subtreeCache map[subtreeKey]Subtree
 
 	// altRes holds, per KindTier alternative, the decision of every op,
 	// and in slot numOps the OpExec decision when exec_paths matches
@@ -131,6 +136,9 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 			return nil, err
 		}
 		m.parts = append(m.parts, parts...)
+		if i == 0 {
+			m.nflat = len(m.parts)
+		}
 		if len(m.parts) > maxParts {
 			return nil, fmt.Errorf("%w: the patterns need more than %d automata; use fewer patterns with \"**/\" in them", ErrTooComplex, maxParts)
 		}
@@ -479,6 +487,13 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 			t, g, w = m.better(t, s.tierNX), m.better(g, s.globNX), m.moreSpecific(w, s.wpNX)
 		}
 	}
+	return m.finish(op, t, g, w, execG, execO)
+}
+
+// finish turns the winners of one path's rules (t of all, g of those
+// outside the overlay, w of the write protection; -1 for none) and whether
+// an exec_paths rule of either layer matched into the decision for op.
+func (m *Matcher) finish(op Op, t, g, w int32, execG, execO bool) Decision {
 	res := m.resolve(t, g)
 	if res[op].Tier == Write && w >= 0 {
 		res = m.capRes[w]
