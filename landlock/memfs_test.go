@@ -1,0 +1,103 @@
+package landlock
+
+import (
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+)
+
+// memFS is an in-memory snapshot for planner tests. Paths ending in "/" are
+// directories, "@" marks a symlink, "*N" a file with N hard links; every
+// parent is created. Directories under /proc lie on a pseudo filesystem.
+type memFS struct {
+	entries map[string]Info
+	kids    map[string]map[string]FileType
+}
+
+func newMemFS(paths ...string) *memFS {
+	m := &memFS{entries: map[string]Info{}, kids: map[string]map[string]FileType{}}
+	m.add("/", TypeDir, 1)
+	for _, p := range paths {
+		m.addPath(p)
+	}
+	return m
+}
+
+func (m *memFS) addPath(p string) {
+	t, nlink := TypeFile, uint64(1)
+	switch {
+	case strings.HasSuffix(p, "/"):
+		t, p = TypeDir, strings.TrimSuffix(p, "/")
+	case strings.HasSuffix(p, "@"):
+		t, p = TypeSymlink, strings.TrimSuffix(p, "@")
+	case strings.Contains(p, "*"):
+		i := strings.LastIndexByte(p, '*')
+		nlink = uint64(p[i+1] - '0')
+		p = p[:i]
+	}
+	for d := path.Dir(p); ; d = path.Dir(d) {
+		if _, ok := m.entries[d]; !ok {
+			m.add(d, TypeDir, 1)
+		}
+		if d == "/" {
+			break
+		}
+	}
+	m.add(p, t, nlink)
+}
+
+func (m *memFS) add(p string, t FileType, nlink uint64) {
+	dev := uint64(1)
+	if p == "/proc" || strings.HasPrefix(p, "/proc/") {
+		dev = 2
+	}
+	m.entries[p] = Info{Type: t, Dev: dev, Ino: uint64(len(m.entries) + 1), Nlink: nlink}
+	if p != "/" {
+		d := path.Dir(p)
+		if m.kids[d] == nil {
+			m.kids[d] = map[string]FileType{}
+		}
+		m.kids[d][path.Base(p)] = t
+		// Re-add parents created later in order.
+		for d != "/" {
+			pd := path.Dir(d)
+			if m.kids[pd] == nil {
+				m.kids[pd] = map[string]FileType{}
+			}
+			m.kids[pd][path.Base(d)] = TypeDir
+			d = pd
+		}
+	}
+}
+
+func (m *memFS) Lstat(p string) (Info, error) {
+	if i, ok := m.entries[p]; ok {
+		return i, nil
+	}
+	return Info{}, &fs.PathError{Op: "lstat", Path: p, Err: fs.ErrNotExist}
+}
+
+func (m *memFS) ReadDir(p string) ([]DirEntry, error) {
+	if i, ok := m.entries[p]; !ok || i.Type != TypeDir {
+		return nil, &fs.PathError{Op: "readdir", Path: p, Err: fs.ErrNotExist}
+	}
+	var out []DirEntry
+	for n, t := range m.kids[p] {
+		out = append(out, DirEntry{Name: n, Type: t})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func (m *memFS) Pseudo(p string) bool { return p == "/proc" }
+
+// all returns every path of the snapshot.
+func (m *memFS) all() []string {
+	var out []string
+	for p := range m.entries {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}

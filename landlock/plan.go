@@ -1,0 +1,608 @@
+package landlock
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+	"github.com/agent-launcher/agent-launcher/tiers"
+)
+
+// FileType is the type of a filesystem entry.
+type FileType uint8
+
+const (
+	TypeOther FileType = iota // fifo, socket, device
+	TypeDir
+	TypeFile
+	TypeSymlink
+)
+
+func (t FileType) String() string {
+	return [...]string{"other", "dir", "file", "symlink"}[t]
+}
+
+// Info is what the planner needs to know of one entry: an lstat.
+type Info struct {
+	Type  FileType
+	Dev   uint64
+	Ino   uint64
+	Nlink uint64
+}
+
+// DirEntry is one name in a directory listing, with its type (d_type).
+type DirEntry struct {
+	Name string
+	Type FileType
+}
+
+// FS is the planner's view of the filesystem at launch. The planner only
+// reads it; OS returns the real one, tests use a map.
+type FS interface {
+	// Lstat describes path without following a final symlink.
+	Lstat(path string) (Info, error)
+	// ReadDir lists a directory.
+	ReadDir(path string) ([]DirEntry, error)
+	// Pseudo reports whether path, a directory on another device than its
+	// parent, is the root of a filesystem whose names the kernel makes
+	// (proc, sysfs, cgroup, ...): name patterns need not be searched there.
+	Pseudo(path string) bool
+}
+
+// Rule is one Landlock rule of a plan: Access on the file hierarchy below
+// Path (a directory) or on the file Path. Dev and Ino identify the inode the
+// planner saw; the apply step refuses a path that now names another.
+type Rule struct {
+	Path   string   `json:"path"`
+	Dir    bool     `json:"dir"`
+	Access Access   `json:"-"`
+	Rights []string `json:"access"`
+	Dev    uint64   `json:"dev"`
+	Ino    uint64   `json:"ino"`
+}
+
+// Carved is a granted directory that holds a carve-out: entries the policy
+// protects more than the directory. It keeps only the rights that cannot
+// reach the carve-outs (see the package documentation); Deferred are the
+// rights the policy allows for new names in it that the floor therefore
+// does not give, which the supervisor serves in a later release and which
+// fail with EACCES until then.
+type Carved struct {
+	Path      string   `json:"path"`
+	Kept      string   `json:"kept"`
+	Deferred  string   `json:"deferred"`
+	CarveOuts []string `json:"carve_outs"`
+	Dev       uint64   `json:"-"`
+	Ino       uint64   `json:"-"`
+}
+
+// Protected is an existing entry the floor gives less than its parent
+// directory's rule would: a carve-out, or a path a deny or prompt rule
+// names literally.
+type Protected struct {
+	Path  string     `json:"path"`
+	Type  FileType   `json:"-"`
+	Tier  tiers.Tier `json:"tier"`
+	Nlink uint64     `json:"nlink"`
+	Dev   uint64     `json:"-"`
+	Ino   uint64     `json:"-"`
+}
+
+// Plan is the Landlock ruleset for one session. It is deterministic in its
+// inputs: the matcher, the ABI and the filesystem snapshot.
+type Plan struct {
+	ABI       int         `json:"abi"`
+	Handled   Access      `json:"-"`
+	Scoped    Scope       `json:"-"`
+	Rules     []Rule      `json:"rules"`
+	Carved    []Carved    `json:"carved"`
+	Protected []Protected `json:"protected"`
+	// Canary is an existing path the policy denies reading and no rule
+	// reaches: the init stage opens it after restricting itself and aborts
+	// if that works.
+	Canary string `json:"canary"`
+	// Scanned counts the entries listed to resolve anywhere-patterns.
+	Scanned int `json:"scanned"`
+}
+
+// Options tune planning.
+type Options struct {
+	// MaxEntries bounds the entries listed to resolve anywhere-patterns
+	// ("~/**/.env") in granted trees; 0 means DefaultMaxEntries.
+	MaxEntries int
+	// Canaries are paths to try first as the plan's canary (the launcher's
+	// own state directory, which it creates before planning).
+	Canaries []string
+}
+
+// DefaultMaxEntries is the default bound of the anywhere-pattern scan.
+const DefaultMaxEntries = 500_000
+
+// Errors of planning; each is wrapped with the path concerned.
+var (
+	// ErrScanLimit: a granted tree is too large to search for the
+	// anywhere-patterns that apply in it.
+	ErrScanLimit = errors.New("too many entries to search")
+	// ErrHardLink: a protected file has another name, which a grant may reach.
+	ErrHardLink = errors.New("protected file has more than one hard link")
+	// ErrNoCanary: no existing path is denied, so the floor cannot be checked.
+	ErrNoCanary = errors.New("no denied path to test the floor with")
+)
+
+// HardLinkError reports protected files with more than one hard link.
+type HardLinkError struct {
+	Files []Protected
+}
+
+func (e *HardLinkError) Error() string {
+	var b strings.Builder
+	for i, f := range e.Files {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (%s tier) has %d hard links", f.Path, f.Tier, f.Nlink)
+	}
+	return b.String() + ": another name of the same file may lie in a granted tree, where the floor would expose it; remove the extra links (find / -xdev -samefile FILE lists them) or move the file"
+}
+
+func (e *HardLinkError) Unwrap() error { return ErrHardLink }
+
+// verdicts is one path's verdict for every op.
+type verdicts [tiers.NumOps]tiers.Verdict
+
+// rightsFor returns the rights an entry of type t may have under v. TypeOther
+// with unknown set means "any type": a name that does not exist yet.
+func rightsFor(v verdicts, t FileType, unknown bool) Access {
+	var a Access
+	dir := unknown || t == TypeDir
+	file := unknown || t == TypeFile || t == TypeOther
+	if v[tiers.OpRead] == tiers.Allowed {
+		if dir {
+			a |= ReadDir
+		}
+		if file {
+			a |= ReadFile
+		}
+	}
+	if file && v[tiers.OpExec] == tiers.Allowed {
+		a |= Execute
+	}
+	if file && v[tiers.OpWrite] == tiers.Allowed {
+		a |= WriteFile | Truncate | IoctlDev
+	}
+	if v[tiers.OpCreate] == tiers.Allowed {
+		a |= MakeRights
+	}
+	if v[tiers.OpDelete] == tiers.Allowed {
+		a |= RemoveRights
+	}
+	if v[tiers.OpCreate] == tiers.Allowed && v[tiers.OpDelete] == tiers.Allowed {
+		a |= Refer
+	}
+	return a
+}
+
+// applicable returns the rights that act on an entry of type t (unknown:
+// all). A right that does not act on an entry cannot leak it.
+func applicable(t FileType, unknown bool) Access {
+	switch {
+	case unknown:
+		return allRights
+	case t == TypeDir:
+		return ReadDir | ContentRights
+	case t == TypeSymlink:
+		// Opening through a symlink is checked on its target; only the
+		// entry itself (made, removed, moved) is the parent's business.
+		return ContentRights
+	}
+	return FileRights | ContentRights
+}
+
+// constraint returns the rights a directory rule above an entry may carry
+// without giving the entry more than v allows.
+func constraint(v verdicts, t FileType, unknown bool) Access {
+	return rightsFor(v, t, unknown) | (allRights &^ applicable(t, unknown))
+}
+
+// node is one directory of the snapshot, listed at most once.
+type node struct {
+	path    string
+	info    Info
+	entries []DirEntry
+	listed  bool
+	// The existing entries strictly below, once walked: the rights a rule
+	// above them may carry (min) and the most any of them may have (max).
+	walked   bool
+	min, max Access
+	// pseudo: the root of (or a directory on) a filesystem whose names the
+	// kernel makes.
+	pseudo bool
+}
+
+type planner struct {
+	m       *tiers.Matcher
+	fs      FS
+	handled Access
+	max     int
+	nodes   map[string]*node
+	plan    *Plan
+}
+
+// NewPlan computes the Landlock rules that enforce m's policy as a floor on
+// a kernel with Landlock ABI abi, given the filesystem fsys as it is at
+// launch. See the package documentation for the algorithm and its limits.
+func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
+	if abi < 1 {
+		return nil, fmt.Errorf("landlock: ABI %d: no Landlock to plan for", abi)
+	}
+	p := &planner{
+		m: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries,
+		nodes: map[string]*node{},
+		plan:  &Plan{ABI: abi, Handled: HandledFS(abi), Scoped: Scopes(abi)},
+	}
+	if p.max <= 0 {
+		p.max = DefaultMaxEntries
+	}
+	root, err := p.node("/")
+	if err != nil {
+		return nil, err
+	}
+	if err := p.dir(root, 0); err != nil {
+		return nil, err
+	}
+	p.literals()
+	pl := p.plan
+	sort.Slice(pl.Rules, func(i, j int) bool { return pl.Rules[i].Path < pl.Rules[j].Path })
+	sort.Slice(pl.Carved, func(i, j int) bool { return pl.Carved[i].Path < pl.Carved[j].Path })
+	sort.Slice(pl.Protected, func(i, j int) bool { return pl.Protected[i].Path < pl.Protected[j].Path })
+	pl.Protected = slices.CompactFunc(pl.Protected, func(a, b Protected) bool { return a.Path == b.Path })
+	for i := range pl.Carved {
+		c := &pl.Carved[i]
+		prefix := strings.TrimSuffix(c.Path, "/") + "/"
+		for _, f := range pl.Protected {
+			if rel, ok := strings.CutPrefix(f.Path, prefix); ok && !slices.ContainsFunc(c.CarveOuts, func(o string) bool { return strings.HasPrefix(rel, o+"/") }) {
+				c.CarveOuts = append(c.CarveOuts, rel)
+			}
+		}
+	}
+	for i := range pl.Rules {
+		pl.Rules[i].Rights = strings.Split(pl.Rules[i].Access.String(), "|")
+	}
+	var linked []Protected
+	for _, f := range pl.Protected {
+		if f.Type != TypeDir && f.Nlink > 1 {
+			linked = append(linked, f)
+		}
+	}
+	if len(linked) > 0 {
+		return nil, &HardLinkError{Files: linked}
+	}
+	pl.Canary = p.canary(opts.Canaries)
+	if pl.Canary == "" {
+		return nil, fmt.Errorf("landlock: %w: the policy grants reading every existing path the planner looked at; deny something (the built-in denylist protects the launcher's state directory, which `run` creates)", ErrNoCanary)
+	}
+	return pl, nil
+}
+
+func (p *planner) verdicts(path string) verdicts {
+	var v verdicts
+	for op := range tiers.NumOps {
+		v[op] = p.m.Decide(path, tiers.Op(op)).Verdict
+	}
+	return v
+}
+
+func join(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// node returns the snapshot node of an existing directory.
+func (p *planner) node(path string) (*node, error) {
+	if n, ok := p.nodes[path]; ok {
+		return n, nil
+	}
+	info, err := p.fs.Lstat(path)
+	if err != nil {
+		return nil, fmt.Errorf("landlock: planning: %w", err)
+	}
+	n := &node{path: path, info: info}
+	p.nodes[path] = n
+	return n, nil
+}
+
+// list lists n once.
+func (p *planner) list(n *node) error {
+	if n.listed {
+		return nil
+	}
+	entries, err := p.fs.ReadDir(n.path)
+	if err != nil {
+		return fmt.Errorf("landlock: planning: %w", err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	n.entries, n.listed = entries, true
+	return nil
+}
+
+// sub returns the node of a child directory, and whether it lies on a
+// pseudo filesystem (another device whose names the kernel makes).
+func (p *planner) sub(n *node, name string) (*node, bool, error) {
+	c, err := p.node(join(n.path, name))
+	if err != nil {
+		return nil, false, err
+	}
+	if c.info.Type != TypeDir {
+		return nil, false, nil // replaced since the listing; not a directory now
+	}
+	if n.pseudo || c.info.Dev != n.info.Dev && p.fs.Pseudo(c.path) {
+		c.pseudo = true
+	}
+	return c, c.pseudo, nil
+}
+
+// dir plans the directory n, whose ancestors' rules grant inh.
+func (p *planner) dir(n *node, inh Access) error {
+	st := p.m.Subtree(n.path)
+	self := p.verdicts(n.path)
+	// What a rule on n may carry so that no name below gets more than
+	// the policy allows it; ReadDir also lists n itself.
+	if n.pseudo {
+		// Names there are the kernel's: no anywhere-pattern to resolve.
+		st.Anywhere, st.AnywhereGrant = false, false
+	}
+	g := constraint(st.Weakest, TypeOther, true)
+	if self[tiers.OpRead] != tiers.Allowed {
+		g &^= ReadDir
+	}
+	g &= p.handled
+	walked := false
+	if st.Anywhere && g&^inh != 0 {
+		if err := p.walk(n); err != nil {
+			return err
+		}
+		g &= n.min
+		walked = true
+	}
+	if g&^inh != 0 {
+		p.plan.Rules = append(p.plan.Rules, Rule{Path: n.path, Dir: true, Access: g, Dev: n.info.Dev, Ino: n.info.Ino})
+	}
+	have := inh | g
+	want := rightsFor(st.Strongest, TypeOther, true) & p.handled
+	descend := !st.Exact || want&^have != 0
+	if walked {
+		descend = descend || n.max&p.handled&^have != 0
+	} else if st.AnywhereGrant {
+		descend = true
+	}
+	if !descend {
+		return nil
+	}
+	if err := p.list(n); err != nil {
+		return err
+	}
+	// n is carved when its own tier lets new names in it have rights the
+	// floor does not give them.
+	tree := rightsFor(self, TypeOther, true)
+	if deferred := tree & want &^ have; deferred != 0 {
+		p.carve(n, have, deferred)
+	}
+	for _, e := range n.entries {
+		path := join(n.path, e.Name)
+		v := p.verdicts(path)
+		switch e.Type {
+		case TypeDir:
+			c, pseudo, err := p.sub(n, e.Name)
+			if err != nil {
+				return err
+			}
+			if c == nil {
+				continue
+			}
+			if pseudo && rightsFor(v, TypeDir, false)&^have == 0 {
+				continue
+			}
+			p.protect(path, c.info, v, tree)
+			if err := p.dir(c, have); err != nil {
+				return err
+			}
+		case TypeSymlink:
+			// No rule: opening through it is decided on its target.
+		default:
+			want := rightsFor(v, e.Type, false) & FileRights & p.handled
+			if want&^have != 0 {
+				info, err := p.fs.Lstat(path)
+				if err != nil {
+					return fmt.Errorf("landlock: planning: %w", err)
+				}
+				if info.Type == TypeDir || info.Type == TypeSymlink {
+					continue // replaced since the listing
+				}
+				p.plan.Rules = append(p.plan.Rules, Rule{Path: path, Access: want, Dev: info.Dev, Ino: info.Ino})
+			}
+			if tree&applicable(e.Type, false)&^rightsFor(v, e.Type, false) != 0 {
+				if info, err := p.fs.Lstat(path); err == nil {
+					p.protect(path, info, v, tree)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// protect records path as protected (a carve-out) when its parent's tier,
+// tree, would give it rights the policy does not.
+func (p *planner) protect(path string, info Info, v verdicts, tree Access) {
+	if tree&applicable(info.Type, false)&^rightsFor(v, info.Type, false) == 0 {
+		return
+	}
+	p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
+}
+
+func (p *planner) addProtected(path string, info Info, tier tiers.Tier) {
+	p.plan.Protected = append(p.plan.Protected, Protected{Path: path, Type: info.Type, Tier: tier, Nlink: info.Nlink, Dev: info.Dev, Ino: info.Ino})
+}
+
+func (p *planner) carve(n *node, kept, deferred Access) {
+	p.plan.Carved = append(p.plan.Carved, Carved{Path: n.path, Kept: kept.String(), Deferred: deferred.String(), Dev: n.info.Dev, Ino: n.info.Ino})
+}
+
+// walk lists everything below n to resolve anywhere-patterns, and sets
+// n.min and n.max from the decisions of the existing entries.
+func (p *planner) walk(n *node) error {
+	if n.walked {
+		return nil
+	}
+	if n.pseudo {
+		n.min, n.max, n.walked = allRights, 0, true
+		return nil
+	}
+	if err := p.list(n); err != nil {
+		return err
+	}
+	n.min, n.max = allRights, 0
+	for _, e := range n.entries {
+		p.plan.Scanned++
+		if p.plan.Scanned > p.max {
+			return fmt.Errorf("landlock: %w: %s holds more than %d entries to search for the patterns that match names anywhere (\"**/...\"); narrow them or the granted tree", ErrScanLimit, n.path, p.max)
+		}
+		path := join(n.path, e.Name)
+		v := p.verdicts(path)
+		t := e.Type
+		n.min &= constraint(v, t, false)
+		n.max |= rightsFor(v, t, false) & applicable(t, false)
+		if t != TypeDir {
+			continue
+		}
+		c, pseudo, err := p.sub(n, e.Name)
+		if err != nil {
+			return err
+		}
+		if c == nil || pseudo {
+			continue
+		}
+		if err := p.walk(c); err != nil {
+			return err
+		}
+		n.min &= c.min
+		n.max |= c.max
+	}
+	n.walked = true
+	return nil
+}
+
+// literals records the existing paths that deny and prompt rules name
+// literally ("/etc/shadow", "~/.ssh/**": the directory and its direct
+// entries), for the hard-link and bind-mount checks. No tree is scanned.
+func (p *planner) literals() {
+	for _, r := range p.m.Policy().Rules {
+		if r.Kind != rules.KindTier || r.Tier > tiers.Prompt {
+			continue
+		}
+		for _, g := range r.Globs {
+			path, tree, ok := literal(g)
+			if !ok {
+				continue
+			}
+			info, err := p.fs.Lstat(path)
+			if err != nil {
+				continue
+			}
+			tier := p.m.Decide(path, tiers.OpRead).Tier
+			if tier > tiers.Prompt {
+				continue // an exception or a more specific grant
+			}
+			p.addProtected(path, info, tier)
+			if !tree || info.Type != TypeDir {
+				continue
+			}
+			entries, err := p.fs.ReadDir(path)
+			if err != nil || len(entries) > 4096 {
+				continue
+			}
+			for _, e := range entries {
+				if e.Type == TypeDir || e.Type == TypeSymlink {
+					continue
+				}
+				c := join(path, e.Name)
+				if ci, err := p.fs.Lstat(c); err == nil {
+					p.addProtected(c, ci, p.m.Decide(c, tiers.OpRead).Tier)
+				}
+			}
+		}
+	}
+}
+
+// literal returns the path a glob names when it is a literal path, or a
+// literal directory followed by "/**" (tree).
+func literal(g rules.Glob) (path string, tree bool, ok bool) {
+	var b strings.Builder
+	for i, t := range g.Tokens {
+		switch t.Kind {
+		case rules.TokSep:
+			b.WriteByte('/')
+		case rules.TokLit:
+			b.WriteRune(t.Rune)
+		case rules.TokTail:
+			if i != len(g.Tokens)-1 {
+				return "", false, false
+			}
+			tree = true
+		default:
+			return "", false, false
+		}
+	}
+	path = b.String()
+	if path == "" {
+		path = "/"
+	}
+	return path, tree, strings.HasPrefix(path, "/")
+}
+
+// canary picks an existing path the policy denies reading and no rule of
+// the plan reaches.
+func (p *planner) canary(first []string) string {
+	var cands []string
+	cands = append(cands, first...)
+	for _, f := range p.plan.Protected {
+		cands = append(cands, f.Path)
+	}
+	for _, c := range cands {
+		info, err := p.fs.Lstat(c)
+		if err != nil || info.Type == TypeSymlink {
+			continue
+		}
+		if p.m.Decide(c, tiers.OpRead).Verdict != tiers.Denied {
+			continue
+		}
+		if p.plan.Grants(c, info.Type)&(ReadFile|ReadDir) == 0 {
+			return c
+		}
+	}
+	return ""
+}
+
+// Grants returns the rights that act on path, of type t, through its own
+// rule and its ancestors' rules (by name: hard links and bind
+// mounts are the start-up checks' business). Only the rights that act on
+// an entry of type t are returned.
+func (pl *Plan) Grants(path string, t FileType) Access {
+	var a Access
+	for _, r := range pl.Rules {
+		switch {
+		case r.Path == path && r.Dir:
+			// A directory's content rights act on its entries, not on it.
+			a |= r.Access & ReadDir
+		case r.Path == path:
+			a |= r.Access
+		case r.Dir && (r.Path == "/" || strings.HasPrefix(path, r.Path+"/")):
+			a |= r.Access
+		}
+	}
+	return a & applicable(t, false)
+}

@@ -1,0 +1,245 @@
+package landlock
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+	"github.com/agent-launcher/agent-launcher/tiers"
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const (
+	testHome = "/home/u"
+	testWS   = "/home/u/proj"
+)
+
+func compile(t testing.TB, doc string) *tiers.Matcher {
+	t.Helper()
+	o := rules.Options{Config: "/cfg/config.toml", Home: testHome, Workspace: testWS,
+		ReadFile: func(name string) ([]byte, error) {
+			if name == "/cfg/config.toml" {
+				return []byte(doc), nil
+			}
+			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		},
+		Launcher: rules.LauncherPaths{StateDir: "/home/u/.local/state/agent-launcher"},
+	}
+	if strings.Contains(doc, "[agents.a.") {
+		o.Agent = "a"
+	}
+	p, err := rules.Load(o)
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, doc)
+	}
+	m, err := tiers.Compile(p)
+	if err != nil {
+		t.Fatalf("compile: %v", err)
+	}
+	return m
+}
+
+// system is the snapshot most tests plan against: a usrmerged system, a
+// home with credentials, a workspace with a repository.
+var system = []string{
+	"/usr/bin/cat", "/usr/bin/sh", "/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/share/ca-certificates/cacert.pem",
+	"/bin@", "/lib@", "/lib64@", "/sbin@",
+	"/etc/passwd", "/etc/shadow", "/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/cert.pem",
+	"/dev/null", "/dev/tty", "/dev/zero", "/dev/shm/",
+	"/proc/1/status", "/proc/self@",
+	"/tmp/x", "/var/tmp/",
+	"/home/u/.ssh/id_ed25519", "/home/u/.ssh/config", "/home/u/.bashrc", "/home/u/.gitconfig", "/home/u/notes/todo.txt",
+	"/home/u/.local/state/agent-launcher/",
+	testWS + "/main.go", testWS + "/README.md", testWS + "/.env", testWS + "/src/a.go", testWS + "/src/deep/b.go",
+	testWS + "/src/deep/server.key", testWS + "/secrets/token", testWS + "/.git/config", testWS + "/.git/HEAD",
+	testWS + "/.git/hooks/pre-commit.sample", testWS + "/.git/objects/ab/cdef", testWS + "/docs/", testWS + "/link@",
+}
+
+const basePolicy = `[file_policy]
+default = "deny"
+presets = ["system"]
+write_paths = ["<workspace>/**", "/tmp/**", "/var/tmp/**", "/dev/shm/**"]
+read_paths = ["~/.gitconfig"]
+`
+
+func TestPlanGolden(t *testing.T) {
+	for _, c := range []struct{ name, policy string }{
+		{"default", basePolicy},
+		{"prompt-tree", basePolicy + `prompt_paths = ["<workspace>/secrets/**"]` + "\n"},
+		{"read-only-workspace", strings.Replace(basePolicy, `"<workspace>/**", `, "", 1) + `read_paths = ["<workspace>/**", "~/.gitconfig"]` + "\n"},
+		{"deny-single-file", basePolicy + `deny_paths = ["<workspace>/README.md"]` + "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := compile(t, strings.Replace(c.policy, "read_paths = [\"~/.gitconfig\"]\nread_paths", "read_paths", 1))
+			pl, err := NewPlan(m, 7, newMemFS(system...), Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPlanSound(t, m, newMemFS(system...), pl)
+			golden(t, c.name, pl.Format())
+		})
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	file := filepath.Join("testdata", "golden", name+".txt")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if string(want) != got {
+		t.Errorf("plan differs from %s (go test -update rewrites it):\n%s", file, got)
+	}
+}
+
+// checkPlanSound is the planner's property: no existing path gets a right
+// the policy does not give it, and neither does whatever replaces it from
+// outside after launch (a new inode at the same name: only its ancestors'
+// rules reach it), nor a new name below a directory that no
+// anywhere-pattern ("**/") decides.
+func checkPlanSound(t *testing.T, m *tiers.Matcher, fsys *memFS, pl *Plan) {
+	t.Helper()
+	anywhere := anywhereGlobs(m)
+	for _, p := range fsys.all() {
+		info, _ := fsys.Lstat(p)
+		v := planVerdicts(m, p)
+		if got, allowed := pl.Grants(p, info.Type), rightsFor(v, info.Type, false); got&^allowed != 0 {
+			t.Fatalf("%s (%s) gets %s, the policy allows only %s", p, info.Type, got, allowed)
+		}
+		if p == "/" {
+			continue
+		}
+		// Replaced by an entry of the same type. (A directory replacing a
+		// carved file may be listed: ReadDir stays on a parent whose
+		// carve-outs are files, and lists names, never contents.)
+		inherited := pl.inherited(p)
+		if got := inherited & applicable(info.Type, false) &^ rightsFor(v, info.Type, false); got != 0 {
+			t.Fatalf("a replacement of %s from outside would get %s from its ancestors, beyond the policy", p, got)
+		}
+		if info.Type != TypeDir {
+			continue
+		}
+		for _, name := range []string{"zz-new", ".env", "id_rsa", "x.pem"} {
+			q := join(p, name)
+			if _, err := fsys.Lstat(q); err == nil || matchesAny(anywhere, q) {
+				continue
+			}
+			if got := pl.Grants(q, TypeOther) &^ rightsFor(planVerdicts(m, q), TypeOther, true); got != 0 {
+				t.Fatalf("a new name %s would get %s beyond the policy", q, got)
+			}
+			if got := pl.inherited(q) &^ constraint(planVerdicts(m, q), TypeOther, true); got != 0 {
+				t.Fatalf("a new name %s would get %s beyond the policy", q, got)
+			}
+		}
+	}
+}
+
+// inherited returns the rights path gets from its ancestors' rules, of any
+// type.
+func (pl *Plan) inherited(path string) Access {
+	var a Access
+	for _, r := range pl.Rules {
+		if r.Dir && r.Path != path && (r.Path == "/" || strings.HasPrefix(path, r.Path+"/")) {
+			a |= r.Access
+		}
+	}
+	return a
+}
+
+func planVerdicts(m *tiers.Matcher, p string) verdicts {
+	var v verdicts
+	for op := range tiers.NumOps {
+		v[op] = m.Decide(p, tiers.Op(op)).Verdict
+	}
+	return v
+}
+
+func anywhereGlobs(m *tiers.Matcher) []rules.Glob {
+	var out []rules.Glob
+	for _, r := range m.Policy().Rules {
+		for _, g := range r.Globs {
+			for _, tk := range g.Tokens {
+				if tk.Kind == rules.TokDirs {
+					out = append(out, g)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func matchesAny(gs []rules.Glob, p string) bool {
+	for _, g := range gs {
+		if ok, _ := globMatch(g.Text, p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPlanErrors(t *testing.T) {
+	m := compile(t, basePolicy)
+	// A protected file with a second name.
+	fsys := newMemFS(append(append([]string(nil), system...), testWS+"/src/.env*2")...)
+	_, err := NewPlan(m, 7, fsys, Options{})
+	var hl *HardLinkError
+	if !errors.As(err, &hl) || !errors.Is(err, ErrHardLink) || !strings.Contains(err.Error(), testWS+"/src/.env (deny tier) has 2 hard links") {
+		t.Errorf("hard-linked .env: err = %v", err)
+	}
+	// A credential with a second name elsewhere (found by listing ~/.ssh).
+	fsys = newMemFS(append(append([]string(nil), system...), "/home/u/.ssh/id_rsa*2")...)
+	if _, err := NewPlan(m, 7, fsys, Options{}); !errors.Is(err, ErrHardLink) || !strings.Contains(err.Error(), "/home/u/.ssh/id_rsa") {
+		t.Errorf("hard-linked key: err = %v", err)
+	}
+	// The scan bound.
+	if _, err := NewPlan(m, 7, newMemFS(system...), Options{MaxEntries: 3}); !errors.Is(err, ErrScanLimit) {
+		t.Errorf("scan limit: err = %v", err)
+	}
+	// Nothing denied to test with.
+	all := compile(t, "[file_policy]\ndefault = \"read\"\n")
+	if _, err := NewPlan(all, 7, newMemFS("/usr/bin/cat"), Options{}); !errors.Is(err, ErrNoCanary) {
+		t.Errorf("no canary: err = %v", err)
+	}
+}
+
+func TestAccessString(t *testing.T) {
+	for _, c := range []struct {
+		a    Access
+		want string
+	}{
+		{0, "none"},
+		{ReadFile | ReadDir, "read_file|read_dir"},
+		{HandledFS(7), "execute|write_file|read_file|read_dir|remove_*|make_*|refer|truncate|ioctl_dev"},
+		{HandledFS(1), "execute|write_file|read_file|read_dir|remove_*|make_*"},
+		{MakeReg | RemoveFile, "remove_file|make_reg"},
+	} {
+		if got := c.a.String(); got != c.want {
+			t.Errorf("%#x: %q, want %q", uint64(c.a), got, c.want)
+		}
+	}
+	if HandledFS(0) != 0 || Scopes(5) != 0 || Scopes(6) != ScopeAbstractUnixSocket|ScopeSignal {
+		t.Error("ABI tables")
+	}
+	_ = fmt.Sprint
+}
+
+func globMatch(pattern, name string) (bool, error) { return doublestar.Match(pattern, name) }
