@@ -7,3 +7,8 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3
 	golang.org/x/sys v0.49.0
 )
+
+require (
+	github.com/landlock-lsm/go-landlock v0.11.0
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
+)

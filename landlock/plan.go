@@ -397,14 +397,11 @@ func (p *planner) dir(n *node, inh Access) error {
 		v := p.verdicts(path)
 		switch e.Type {
 		case TypeDir:
-			c, pseudo, err := p.sub(n, e.Name)
+			c, _, err := p.sub(n, e.Name)
 			if err != nil {
 				return err
 			}
 			if c == nil {
-				continue
-			}
-			if pseudo && rightsFor(v, TypeDir, false)&^have == 0 {
 				continue
 			}
 			p.protect(path, c.info, v, tree)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
@@ -22,6 +23,7 @@ func (c *command) check(args []string) int {
 	pf.register(fs)
 	jsonOut := fs.Bool("json", false, "")
 	showDefault := fs.Bool("show-default", false, "")
+	showLandlock := fs.Bool("landlock", false, "")
 	pos, status, ok := c.parse(fs, args)
 	if !ok {
 		return status
@@ -38,6 +40,9 @@ func (c *command) check(args []string) int {
 	if err != nil {
 		c.errorf("%s", err)
 		return ExitFailure
+	}
+	if *showLandlock {
+		return c.checkLandlock(e, pf.agent, *jsonOut)
 	}
 	agents := []string{pf.agent}
 	if pf.agent == "" {
@@ -330,4 +335,37 @@ func ruleOrigin(r *rules.Rule) string {
 		s += ": " + r.Note
 	}
 	return s
+}
+
+// checkLandlock prints the Landlock plan run would enforce here, on this
+// kernel's ABI (or the newest the planner knows when there is none).
+func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
+	p, err := e.load(agent)
+	if err != nil {
+		return c.checkFailed(jsonOut, e, err)
+	}
+	k, err := landlock.Detect()
+	if err != nil {
+		c.errorf("check: %v", err)
+		return ExitFailure
+	}
+	abi := k.ABI
+	if abi < 1 {
+		abi = landlock.MinABI
+		c.errorf("this kernel has no Landlock (%s); showing the plan for ABI %d", k.Reason, abi)
+	}
+	pl, err := landlock.NewPlan(p.m, abi, landlock.OS(), landlock.Options{Canaries: []string{e.launcher.StateDir}})
+	if err != nil {
+		c.errorf("check: %s", strings.TrimPrefix(err.Error(), "landlock: "))
+		return ExitFailure
+	}
+	if jsonOut {
+		writeJSON(c.stdout, struct {
+			Schema int `json:"schema"`
+			*landlock.Plan
+		}{jsonSchema, pl})
+		return ExitOK
+	}
+	fmt.Fprint(c.stdout, pl.Format())
+	return ExitOK
 }

@@ -11,6 +11,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agent-launcher/agent-launcher/internal/kernel"
+	"github.com/agent-launcher/agent-launcher/internal/launch"
 	"github.com/agent-launcher/agent-launcher/rules"
 )
 
@@ -27,6 +29,10 @@ const (
 // exit status. stdout carries only the command's intended output; messages go
 // to stderr, prefixed "agent-launcher:".
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	kernel.RunProbeChild() // doctor's probes re-execute the binary; never returns when probing
+	if len(args) > 0 && args[0] == launch.InitArg {
+		return launch.InitMain()
+	}
 	c := &command{ctx: ctx, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		c.usage(stderr)
@@ -40,6 +46,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.check(rest)
 	case "explain":
 		return c.explain(rest)
+	case "run":
+		return c.run(rest)
+	case "doctor":
+		return c.doctor(rest)
 	case "help", "-h", "-help", "--help":
 		c.usage(stdout)
 		return ExitOK
@@ -52,7 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitFailure
 }
 
-var commands = []string{"check", "explain", "version", "help"}
+var commands = []string{"run", "check", "explain", "doctor", "version", "help"}
 
 type command struct {
 	ctx    context.Context

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/agent-launcher/agent-launcher/internal/kernel"
+	"github.com/agent-launcher/agent-launcher/internal/launch"
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// run confines a command: DESIGN.md sections 5 and 11.
+func (c *command) run(args []string) int {
+	fs := c.flagSet("run")
+	var pf policyFlags
+	pf.register(fs)
+	allowUnconfined := fs.Bool("allow-unconfined", false, "")
+	argv, status, ok := c.parse(fs, args)
+	if !ok {
+		return status
+	}
+	if len(argv) == 0 {
+		c.errorf("run: name the command to run, after --: agent-launcher run [flags] -- COMMAND [ARG...]")
+		return ExitFailure
+	}
+	e, err := resolveEnv(&pf)
+	if err != nil {
+		c.errorf("run: %s", err)
+		return ExitFailure
+	}
+	if msg := refusedWorkspace(e.workspace, e.home); msg != "" {
+		c.errorf("run: %s; pass --workspace with a project directory", msg)
+		return ExitFailure
+	} else if msg := riskyWorkspace(e.workspace, e.home); msg != "" {
+		c.errorf("warning: %s", msg)
+	}
+	p, err := e.load(pf.agent)
+	if err != nil {
+		c.reportPolicyError(err)
+		c.errorf("run: the policy has errors; nothing was run")
+		return ExitFailure
+	}
+
+	k, err := landlock.Detect()
+	if err != nil {
+		c.errorf("run: cannot detect Landlock: %v; nothing was run", err)
+		return ExitFailure
+	}
+	var plan *landlock.Plan
+	if err := landlock.RunSupported(k); err != nil {
+		if !errors.Is(err, landlock.ErrNoLandlock) {
+			c.errorf("run: cannot confine the agent: %v; nothing was run (agent-launcher doctor says more)", err)
+			return ExitFailure
+		}
+		if !*allowUnconfined {
+			c.errorf("run: cannot confine the agent: %s; nothing was run (--allow-unconfined runs it with no confinement at all)", k.Reason)
+			return ExitFailure
+		}
+		c.errorf("WARNING: running %s UNCONFINED, as --allow-unconfined asks: %s. The policy is not enforced; the agent can read and write everything you can.", display(argv[0]), k.Reason)
+	}
+	warnPrivileges(c)
+
+	path, err := lookPath(argv[0])
+	if err != nil {
+		var ee *launch.ExecError
+		if errors.As(err, &ee) {
+			c.errorf("run: %s", ee)
+			return ee.ExitCode()
+		}
+		c.errorf("run: %s", err)
+		return 127
+	}
+
+	if k.ABI >= 1 {
+		// The canary: the state directory is on the built-in denylist.
+		if err := os.MkdirAll(e.launcher.StateDir, 0o700); err != nil {
+			c.errorf("run: creating the state directory: %v", err)
+			return ExitFailure
+		}
+		plan, err = landlock.NewPlan(p.m, k.ABI, landlock.OS(), landlock.Options{Canaries: []string{e.launcher.StateDir}})
+		if err != nil {
+			c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
+			return ExitFailure
+		}
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			c.errorf("run: reading the mount table for the bind-mount check: %v; nothing was run", err)
+			return ExitFailure
+		}
+		mounts, err := landlock.ParseMountinfo(string(mi))
+		if err == nil {
+			err = landlock.CheckMounts(plan, mounts)
+		}
+		if err != nil {
+			c.errorf("run: %v; nothing was run", err)
+			return ExitFailure
+		}
+		c.startLine(argv, pf.agent, e, plan)
+	}
+
+	code, err := launch.Run(c.ctx, launch.Session{
+		Plan: plan, Path: path, Argv: argv, Env: os.Environ(),
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Notice: func(msg string) { c.errorf("%s", msg) },
+	})
+	if err != nil {
+		var ee *launch.ExecError
+		if errors.As(err, &ee) {
+			c.errorf("run: %s", ee)
+			return ee.ExitCode()
+		}
+		c.errorf("run: %s; nothing was run", err)
+		return ExitFailure
+	}
+	return code
+}
+
+// refusedWorkspace says why run refuses a workspace, or "".
+func refusedWorkspace(ws, home string) string {
+	switch {
+	case ws == "/", ws == home, ws == "/tmp", strings.HasPrefix(home, ws+"/"):
+		return riskyWorkspace(ws, home)
+	}
+	return ""
+}
+
+// lookPath finds the program the way a shell would, in $PATH unless the
+// name has a slash. Errors are *launch.ExecError.
+func lookPath(name string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil || errors.Is(err, exec.ErrDot) && p != "" {
+		return p, nil
+	}
+	if strings.Contains(name, "/") {
+		// A path: execve tells apart "missing" and "not executable".
+		if _, serr := os.Stat(name); serr != nil {
+			return "", &launch.ExecError{Path: name, Err: errNotFound}
+		}
+		return name, nil
+	}
+	return "", &launch.ExecError{Path: name, Err: errNotFound}
+}
+
+var errNotFound = fmt.Errorf("not found in $PATH: %w", os.ErrNotExist)
+
+// warnPrivileges warns loudly when the agent would run as root or with
+// capabilities: Landlock still applies, but root bypasses much of what the
+// launcher relies on (DESIGN.md section 2, out of scope).
+func warnPrivileges(c *command) {
+	pr, err := kernel.CurrentPrivileges()
+	if err != nil {
+		c.errorf("warning: cannot read this process's privileges: %v", err)
+		return
+	}
+	switch {
+	case pr.Root:
+		c.errorf("WARNING: running as root. The Landlock floor still applies, but root can inject keystrokes into terminals, open files by handle and more; run agents as an ordinary user.")
+	case pr.CapEff != 0:
+		c.errorf("WARNING: running with capabilities (CapEff %#x). The Landlock floor still applies, but capabilities bypass other protections; drop them.", pr.CapEff)
+	}
+}
+
+// startLine tells the operator, in one line, what is in force.
+func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan) {
+	who := "the global policy"
+	if agent != "" {
+		who = "agent " + agent
+	}
+	src := configName(e.config)
+	msg := fmt.Sprintf("confining %s (%s from %s, workspace %s): Landlock ABI %d, %d rules", display(argv[0]), who, src, e.workspace, pl.ABI, len(pl.Rules))
+	if n := len(pl.Carved); n > 0 {
+		var names []string
+		for i, cv := range pl.Carved {
+			if i == 3 {
+				names = append(names, "...")
+				break
+			}
+			names = append(names, cv.Path)
+		}
+		msg += fmt.Sprintf("; %d carved directories (%s) refuse new entries and renames for now (agent-launcher check --landlock lists them)", n, strings.Join(names, ", "))
+	}
+	c.errorf("%s", msg)
+}

@@ -1,0 +1,184 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// Session is one agent to run.
+type Session struct {
+	// Plan is the Landlock floor; nil runs the agent unconfined (only for
+	// --allow-unconfined on a kernel without Landlock).
+	Plan *landlock.Plan
+	// Path is the program to execute, already resolved; Argv its argument
+	// vector (Argv[0] the name it sees) and Env its environment.
+	Path string
+	Argv []string
+	Env  []string
+	// Stdin, Stdout and Stderr are passed to the agent as fds 0-2.
+	Stdin, Stdout, Stderr *os.File
+	// Notice receives one-line messages for the operator while the agent
+	// runs (an entry of a carved directory replaced from outside).
+	Notice func(string)
+}
+
+// SetupError is a failure before the agent ran: the launcher exits 125.
+type SetupError struct{ Msg string }
+
+func (e *SetupError) Error() string { return e.Msg }
+
+// ExecError is a failure of execve(2) of the agent itself: exit 126, or 127
+// when the program does not exist.
+type ExecError struct {
+	Path string
+	Err  error
+}
+
+func (e *ExecError) Error() string { return fmt.Sprintf("cannot execute %s: %v", e.Path, e.Err) }
+func (e *ExecError) Unwrap() error { return e.Err }
+
+// ExitCode returns the launcher's exit status for e.
+func (e *ExecError) ExitCode() int {
+	if errors.Is(e.Err, unix.ENOENT) {
+		return 127
+	}
+	return 126
+}
+
+// Forwarded lists the signals the supervisor passes to the agent. The ones
+// a terminal generates go to the agent's process group, as the terminal
+// would send them; the others to the agent process.
+var Forwarded = []os.Signal{unix.SIGINT, unix.SIGQUIT, unix.SIGHUP, unix.SIGWINCH, unix.SIGTERM, unix.SIGUSR1, unix.SIGUSR2}
+
+func toGroup(s os.Signal) bool {
+	return s == unix.SIGINT || s == unix.SIGQUIT || s == unix.SIGHUP || s == unix.SIGWINCH
+}
+
+// Run starts the init stage, which confines itself with s.Plan and execs
+// the agent, forwards signals to the agent until it exits, and returns the
+// agent's exit status (128+N when a signal N killed it). An error is a
+// *SetupError or an *ExecError; the agent did not run.
+func Run(ctx context.Context, s Session) (int, error) {
+	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, Forwarded...)
+	defer signal.Stop(sigs)
+
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, &SetupError{fmt.Sprintf("socketpair: %v", err)}
+	}
+	child := os.NewFile(uintptr(fds[1]), "init-sync")
+	parentFile := os.NewFile(uintptr(fds[0]), "supervisor-sync")
+	conn, err := net.FileConn(parentFile)
+	parentFile.Close()
+	if err != nil {
+		child.Close()
+		return 0, &SetupError{fmt.Sprintf("sync socket: %v", err)}
+	}
+	defer conn.Close()
+
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{"agent-launcher", InitArg},
+		Env:        []string{},
+		Stdin:      s.Stdin,
+		Stdout:     s.Stdout,
+		Stderr:     s.Stderr,
+		ExtraFiles: []*os.File{child},
+		SysProcAttr: &syscall.SysProcAttr{
+			// No controlling terminal to inject keystrokes into (TIOCSTI),
+			// until the session gets its own pty.
+			Setsid:    true,
+			Pdeathsig: syscall.SIGKILL,
+		},
+	}
+	// Pdeathsig fires when the thread that started the child exits, not
+	// the process (golang/go#27505): start and wait on one locked thread.
+	started := make(chan error, 1)
+	exited := make(chan *os.ProcessState, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the child
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		exited <- cmd.ProcessState
+	}()
+	err = <-started
+	child.Close()
+	if err != nil {
+		return 0, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
+	}
+	pid := cmd.Process.Pid
+	kill := func() { unix.Kill(pid, unix.SIGKILL); <-exited }
+
+	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
+	conn.SetDeadline(time.Now().Add(ReadyTimeout))
+	if err := writeFrame(conn, cfg); err != nil {
+		kill()
+		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
+	}
+	var rep report
+	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+		kill()
+		switch {
+		case err == nil && rep.Type == msgError:
+			return 0, &SetupError{rep.Msg}
+		case err == nil:
+			return 0, &SetupError{fmt.Sprintf("init stage: unexpected %q", rep.Type)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return 0, &SetupError{fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout)}
+		}
+		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
+	}
+	stopWatch := watchCarved(s.Plan, s.Notice)
+	defer stopWatch()
+	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
+		kill()
+		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", err)}
+	}
+	// EOF: execve succeeded and closed the socket (close-on-exec).
+	conn.SetDeadline(time.Time{})
+	if err := readFrame(conn, &rep); err == nil && rep.Type == msgExecError {
+		state := <-exited
+		_ = state
+		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
+	}
+
+	for {
+		select {
+		case sig := <-sigs:
+			target := pid
+			if toGroup(sig) {
+				target = -pid // setsid made the agent a process group leader
+			}
+			unix.Kill(target, sig.(unix.Signal))
+		case state := <-exited:
+			return exitStatus(state), nil
+		}
+	}
+}
+
+// exitStatus maps a wait status to the launcher's exit status.
+func exitStatus(st *os.ProcessState) int {
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

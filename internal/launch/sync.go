@@ -1,0 +1,168 @@
+// Package launch starts a confined agent: the supervisor side of `run`, and
+// the init stage, the launcher's own binary re-executed to restrict itself
+// and exec the agent (DESIGN.md section 5).
+//
+// # The sync protocol
+//
+// The supervisor and the init stage talk over a stream socketpair, the init
+// stage's end at fd 3. Each message is a frame: a 4-byte big-endian length,
+// then a JSON object with a "type" field. In order:
+//
+//	step  supervisor                          init stage
+//	----  ----------------------------------  -------------------------------------------
+//	 1    start the init stage: /proc/self/exe
+//	      InitArg, fd 3 = socket, setsid,
+//	      Pdeathsig SIGKILL, from a locked
+//	      OS thread that outlives it
+//	 2    -> "config" (plan, argv, env)       lock the OS thread; mark every fd but 0-2
+//	                                          close-on-exec
+//	 3                                        [session view, a later release: private
+//	                                          namespaces and mounts; they are impossible
+//	                                          after Landlock]
+//	 4                                        Landlock: no_new_privs, restrict self with
+//	                                          the plan; canary: opening a denied path must
+//	                                          fail with EACCES, else abort
+//	 5                                        [seccomp, a later release: load the filter,
+//	                                          <- "listener" with the fd (SCM_RIGHTS); from
+//	                                          here on only untrapped syscalls]
+//	 6    (start watchers, signal forwarding) <- "ready"
+//	 7    -> "go"                             execve(agent); on failure <- "exec-error"
+//	                                          and exit 126 (127: not found)
+//	 8    EOF on the socket (close-on-exec):
+//	      the agent runs; wait, forward
+//	      signals, pass its status through
+//
+// Any failure in steps 2-5 is reported as <- "error" and the init stage exits
+// 125 without running the agent. The supervisor kills the init stage if
+// "ready" does not arrive within ReadyTimeout. Frames are at most
+// maxFrame bytes.
+package launch
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// InitArg is the first argument that makes the launcher's binary run the
+// init stage.
+const InitArg = "__agent-launcher-init"
+
+// ReadyTimeout bounds steps 2-6.
+const ReadyTimeout = 30 * time.Second
+
+const maxFrame = 64 << 20
+
+// Message types.
+const (
+	msgConfig    = "config"
+	msgReady     = "ready"
+	msgGo        = "go"
+	msgError     = "error"
+	msgExecError = "exec-error"
+)
+
+// initConfig is the "config" message: everything the init stage needs.
+type initConfig struct {
+	Type string `json:"type"`
+	// Confined is false for an unconfined session (--allow-unconfined on
+	// a kernel without Landlock); the Landlock fields are then empty.
+	Confined bool       `json:"confined"`
+	Rules    []wireRule `json:"rules"`
+	Handled  uint64     `json:"handled"`
+	Scoped   uint64     `json:"scoped"`
+	Canary   string     `json:"canary"`
+	// Path is the program, resolved by the supervisor; Argv its arguments.
+	Path string   `json:"path"`
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+}
+
+// wireRule is a landlock.Rule with its access as a number.
+type wireRule struct {
+	Path   string `json:"path"`
+	Dir    bool   `json:"dir"`
+	Access uint64 `json:"access"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+}
+
+// newConfig encodes what the init stage needs of pl (nil: unconfined).
+func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
+	cfg := initConfig{Type: msgConfig, Path: path, Argv: argv, Env: env}
+	if pl != nil {
+		cfg.Confined = true
+		cfg.Handled, cfg.Scoped, cfg.Canary = uint64(pl.Handled), uint64(pl.Scoped), pl.Canary
+		for _, r := range pl.Rules {
+			cfg.Rules = append(cfg.Rules, wireRule{r.Path, r.Dir, uint64(r.Access), r.Dev, r.Ino})
+		}
+	}
+	return cfg
+}
+
+// plan decodes the Landlock part of cfg.
+func (cfg *initConfig) plan() *landlock.Plan {
+	pl := &landlock.Plan{Handled: landlock.Access(cfg.Handled), Scoped: landlock.Scope(cfg.Scoped), Canary: cfg.Canary}
+	for _, r := range cfg.Rules {
+		pl.Rules = append(pl.Rules, landlock.Rule{Path: r.Path, Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino})
+	}
+	return pl
+}
+
+// report is every message from the init stage.
+type report struct {
+	Type string `json:"type"`
+	// Msg is one sentence for the operator ("error", "exec-error").
+	Msg string `json:"msg,omitempty"`
+	// Errno is execve's error ("exec-error").
+	Errno int `json:"errno,omitempty"`
+	// Rules counts the Landlock rules in force ("ready").
+	Rules int `json:"rules,omitempty"`
+}
+
+// writeFrame writes v as one frame.
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > maxFrame {
+		return fmt.Errorf("sync: frame of %d bytes exceeds %d", len(b), maxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// errEOF is a clean end of the stream before a frame.
+var errEOF = errors.New("sync: end of stream")
+
+// readFrame reads one frame into v.
+func readFrame(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errEOF
+		}
+		return fmt.Errorf("sync: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return fmt.Errorf("sync: frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package launch
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// watchCarved tells the operator, one line per path, when an entry of a
+// carved directory is created or replaced from outside the session: the
+// new file has no Landlock rule, so the agent cannot reach it until its
+// next session (DESIGN.md section 7). Directories whose kept rights let the
+// agent create entries itself are not watched: an event there may be the
+// agent's own. It returns a function that stops watching.
+func watchCarved(pl *landlock.Plan, notice func(string)) (stop func()) {
+	if pl == nil || notice == nil || len(pl.Carved) == 0 {
+		return func() {}
+	}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		notice("cannot watch the carved directories (inotify_init1: " + err.Error() + "); entries replaced from outside stay unreachable to the agent without notice")
+		return func() {}
+	}
+	dirs := map[int32]string{}
+	for _, c := range pl.Carved {
+		if strings.Contains(c.Kept, "make_") {
+			continue
+		}
+		wd, err := unix.InotifyAddWatch(fd, c.Path, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_MOVE_SELF|unix.IN_DELETE_SELF|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+		if err == nil {
+			dirs[int32(wd)] = c.Path
+		}
+	}
+	f := os.NewFile(uintptr(fd), "inotify") // pollable: reads block in the poller, Close wakes them
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		seen := map[string]bool{}
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+				dir, ok := dirs[ev.Wd]
+				if !ok {
+					continue
+				}
+				name := strings.TrimRight(string(nameBytes), "\x00")
+				var msg, key string
+				switch {
+				case ev.Mask&(unix.IN_MOVE_SELF|unix.IN_DELETE_SELF) != 0:
+					key = dir
+					msg = dir + " was moved or deleted from outside the session; what replaces it is unreachable to the agent until its next session (Landlock rules bind to the files that existed at launch)"
+				case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
+					key = dir + "/" + name
+					msg = key + " was created or replaced from outside the session; the agent cannot reach it until its next session (Landlock rules bind to the files that existed at launch)"
+				default:
+					continue
+				}
+				if !seen[key] {
+					seen[key] = true
+					notice(msg)
+				}
+			}
+		}
+	}()
+	return func() {
+		f.Close()
+		wg.Wait()
+	}
+}
