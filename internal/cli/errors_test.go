@@ -138,8 +138,8 @@ func TestUserMistakes(t *testing.T) {
 		},
 		{
 			name:       "unknown subcommand, nothing close",
-			args:       []string{"launch"},
-			wantStderr: "agent-launcher: unknown command \"launch\" (run \"agent-launcher help\" for the list)\n",
+			args:       []string{"frobnicate"},
+			wantStderr: "agent-launcher: unknown command \"frobnicate\" (run \"agent-launcher help\" for the list)\n",
 		},
 		{
 			name:       "missing policy file",
