@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -51,7 +52,7 @@ func (e *ExecError) Unwrap() error { return e.Err }
 
 // ExitCode returns the launcher's exit status for e.
 func (e *ExecError) ExitCode() int {
-	if errors.Is(e.Err, unix.ENOENT) {
+	if errors.Is(e.Err, fs.ErrNotExist) {
 		return 127
 	}
 	return 126

@@ -1,0 +1,202 @@
+package kerneltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFloor is the demo as a test: the agent writes its workspace, and
+// cannot read the key directly, through a renamed copy of cat, or through
+// a symlink; each attack works without the launcher.
+func TestFloor(t *testing.T) {
+	s := newSandbox(t, standard)
+	key := s.path("home/.ssh/id_ed25519")
+
+	wantOK(t, "write in the workspace", s.agent("write", s.ws+"/notes.txt", "hello"))
+	if b, err := os.ReadFile(s.ws + "/notes.txt"); err != nil || string(b) != "hello" {
+		t.Errorf("the write did not land: %q %v", b, err)
+	}
+	wantOK(t, "control: the key is readable without the launcher", s.bare("read", key))
+	wantErr(t, "read the key", s.agent("read", key), "EACCES")
+
+	// A renamed binary: the floor does not care what the program is called.
+	r := s.sh("cp /bin/cat ./mycat && ./mycat " + key)
+	if r.code == 0 || strings.Contains(r.stdout, sshKey) || !strings.Contains(r.stderr, "Permission denied") {
+		t.Errorf("renamed cat: %s", r)
+	}
+	if _, err := os.Stat(s.ws + "/mycat"); err != nil {
+		t.Errorf("control: the copy was not made inside: %v", err)
+	}
+	// A symlink from the workspace to the key.
+	if err := os.Symlink(key, s.ws+"/key-link"); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "control: the symlink works without the launcher", s.bare("read", s.ws+"/key-link"))
+	wantErr(t, "read through a symlink", s.agent("read", s.ws+"/key-link"), "EACCES")
+	wantErr(t, "../ traversal (corpus 4)", s.agent("read", s.ws+"/../.ssh/id_ed25519"), "EACCES")
+	wantErr(t, "/proc/self/root (corpus 7)", s.agent("read", "/proc/self/root"+key), "EACCES")
+	wantErr(t, "O_PATH then reopen (corpus 10)", s.agent("opath-reopen", key), "EACCES")
+	wantOK(t, "control: O_PATH reopen of a workspace file", s.agent("opath-reopen", s.ws+"/notes.txt"))
+	wantErr(t, "O_PATH dirfd then openat", s.agent("opath-openat", s.path("home/.ssh"), "id_ed25519"), "EACCES")
+	wantErr(t, "memfd copy of the agent (corpus 21)", s.agent("memfd-exec", agent, "read", key), "EACCES")
+	wantOK(t, "control: the memfd copy runs", s.agent("memfd-exec", agent, "read", s.ws+"/notes.txt"))
+}
+
+// TestExitStatus: the agent's status passes through; 126 and 127 for a
+// command that cannot run; 128+N for a signal.
+func TestExitStatus(t *testing.T) {
+	s := newSandbox(t, standard)
+	for _, c := range []struct {
+		argv []string
+		want int
+		msg  string
+	}{
+		{[]string{"/bin/sh", "-c", "exit 0"}, 0, ""},
+		{[]string{"/bin/sh", "-c", "exit 7"}, 7, ""},
+		{[]string{"/bin/sh", "-c", "kill -TERM $$"}, 128 + int(syscall.SIGTERM), ""},
+		{[]string{"no-such-command-xyz"}, 127, "not found"},
+		{[]string{s.ws + "/missing"}, 127, "not found"},
+	} {
+		r := s.launch(c.argv...)
+		if r.code != c.want || !strings.Contains(r.stderr, c.msg) {
+			t.Errorf("%q: %s, want exit %d with %q", c.argv, r, c.want, c.msg)
+		}
+	}
+	// Not executable: 126.
+	s.write("home/proj/script", "#!/bin/sh\necho hi\n")
+	if r := s.launch(s.ws + "/script"); r.code != 126 {
+		t.Errorf("non-executable: %s, want 126", r)
+	}
+	// Executable but outside the policy (exec denied by the floor): 126.
+	other := s.write("elsewhere/prog", "#!/bin/sh\necho hi\n")
+	os.Chmod(other, 0o755)
+	if r := s.launch(other); r.code != 126 || !strings.Contains(r.stderr, "permission denied") {
+		t.Errorf("exec outside the policy: %s, want 126 and permission denied", r)
+	}
+	// Usage and refusals: 125, nothing run.
+	if r := s.exec(launcher, "run", "--config", s.config, "--workspace", s.ws); r.code != 125 {
+		t.Errorf("no command: %s", r)
+	}
+	for _, ws := range []string{"/", s.home, "/tmp"} {
+		r := s.exec(launcher, "run", "--config", s.config, "--workspace", ws, "--", "/bin/true")
+		if r.code != 125 || !strings.Contains(r.stderr, "refuses") {
+			t.Errorf("workspace %s: %s, want 125 and a refusal", ws, r)
+		}
+	}
+}
+
+// TestSignals: the launcher forwards signals to the agent and reports how
+// it ended.
+func TestSignals(t *testing.T) {
+	s := newSandbox(t, standard)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGQUIT} {
+		marker := s.ws + "/started-" + strconv.Itoa(int(sig))
+		cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+			"/bin/sh", "-c", "touch "+marker+"; exec sleep 30")
+		cmd.Env = s.env()
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(runTimeout)
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%s: the agent never started", sig)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(runTimeout):
+			cmd.Process.Kill()
+			t.Fatalf("%s: the launcher did not end", sig)
+		}
+		if got, want := cmd.ProcessState.ExitCode(), 128+int(sig); got != want {
+			t.Errorf("%s: exit %d, want %d", sig, got, want)
+		}
+	}
+}
+
+// TestGrandchildConfined: a process started after a setsid double fork,
+// whose parents are gone, is still confined.
+func TestGrandchildConfined(t *testing.T) {
+	s := newSandbox(t, standard)
+	out := s.ws + "/daemon.out"
+	wantOK(t, "daemon started", s.agent("daemon", out, "read", s.path("home/.ssh/id_ed25519")))
+	r := s.bare("wait-file", out, "10000")
+	wantOK(t, "the daemon reported", r)
+	if !strings.Contains(r.line(), "err EACCES") || strings.Contains(r.line(), sshKey) {
+		t.Errorf("the double-forked grandchild read the key: %s", r)
+	}
+	out2 := s.ws + "/daemon2.out"
+	wantOK(t, "control daemon started", s.agent("daemon", out2, "write", s.ws+"/from-daemon", "x"))
+	if r := s.bare("wait-file", out2, "10000"); !strings.Contains(r.line(), "ok wrote") {
+		t.Errorf("control: the grandchild could not write the workspace: %s", r)
+	}
+}
+
+// TestToolsAgainstTiers: ordinary tools against deny and read tiers.
+func TestToolsAgainstTiers(t *testing.T) {
+	s := newSandbox(t, standard+"read_paths = [\"<workspace>/ro/**\"]\n")
+	key := s.path("home/.ssh/id_ed25519")
+	s.write("home/proj/ro/doc.txt", "read-only")
+	s.write("home/proj/rw/doc.txt", "writable")
+	cases := []struct {
+		name, script string
+	}{
+		{"cp the key out", "cp " + key + " ./k"},
+		{"mv the key in", "mv " + key + " ./k"},
+		{"rm the key", "rm -f " + key},
+		{"ln the key", "ln " + key + " ./k"},
+		{"tar the key", "tar cf ./k.tar " + key},
+		{"find -delete in .ssh", "find " + s.path("home/.ssh") + " -delete"},
+		{"rm a read-tier file", "rm -f ro/doc.txt"},
+		{"mv a read-tier file", "mv ro/doc.txt rw/moved.txt"},
+		{"overwrite a read-tier file", "echo x > ro/doc.txt"},
+		{"truncate a read-tier file", "truncate -s 0 ro/doc.txt"},
+		{"tar over a read-tier tree", "tar cf /dev/null rw && tar xf - -C ro < /dev/null && cd ro && tar cf - -C ../rw . | tar xf -"},
+		{"find -delete a read-tier tree", "find ro -delete"},
+		{"python3 reads the key", "python3 -c 'print(open(\"" + key + "\").read())'"},
+		{"a script reads the key", "printf '#!/bin/sh\\ncat " + key + "\\n' > s.sh && chmod +x s.sh && ./s.sh"},
+	}
+	for _, c := range cases {
+		if strings.HasPrefix(c.name, "python3") {
+			if _, err := exec.LookPath("python3"); err != nil {
+				continue // not installed: nothing to test
+			}
+		}
+		r := s.sh(c.script)
+		if r.code == 0 || strings.Contains(r.stdout, sshKey) {
+			t.Errorf("%s: the tool succeeded: %s", c.name, r)
+		}
+	}
+	if b, _ := os.ReadFile(key); string(b) != sshKey {
+		t.Errorf("the key changed: %q", b)
+	}
+	if b, _ := os.ReadFile(s.ws + "/ro/doc.txt"); string(b) != "read-only" {
+		t.Errorf("the read-tier file changed: %q", b)
+	}
+	if _, err := os.Stat(s.ws + "/k"); err == nil {
+		t.Errorf("a copy of the key exists in the workspace")
+	}
+	// Controls: the same tools inside the write tree work.
+	for _, script := range []string{"cp rw/doc.txt rw/c && mv rw/c rw/d && ln rw/d rw/e && rm rw/d rw/e", "cd rw && tar cf t.tar doc.txt && mkdir x && tar xf t.tar -C x && find x -delete", "cat ro/doc.txt"} {
+		if r := s.sh(script); r.code != 0 {
+			t.Errorf("control %q: %s", script, r)
+		}
+	}
+	_ = filepath.Join
+}
