@@ -344,7 +344,7 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 	if err != nil {
 		return c.checkFailed(jsonOut, e, err)
 	}
-	k, err := landlock.Detect()
+	k, err := c.detectLandlock()
 	if err != nil {
 		c.errorf("check: %v", err)
 		return ExitFailure

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
@@ -44,7 +45,7 @@ func (c *command) run(args []string) int {
 		return ExitFailure
 	}
 
-	k, err := landlock.Detect()
+	k, err := c.detectLandlock()
 	if err != nil {
 		c.errorf("run: cannot detect Landlock: %v; nothing was run", err)
 		return ExitFailure
@@ -61,7 +62,7 @@ func (c *command) run(args []string) int {
 		}
 		c.errorf("WARNING: running %s UNCONFINED, as --allow-unconfined asks: %s. The policy is not enforced; the agent can read and write everything you can.", display(argv[0]), k.Reason)
 	}
-	warnPrivileges(c)
+	warnPrivileges(c, k.ABI >= 1)
 
 	path, err := lookPath(argv[0])
 	if err != nil {
@@ -149,17 +150,21 @@ var errNotFound = fmt.Errorf("not found in $PATH: %w", os.ErrNotExist)
 // warnPrivileges warns loudly when the agent would run as root or with
 // capabilities: Landlock still applies, but root bypasses much of what the
 // launcher relies on (DESIGN.md section 2, out of scope).
-func warnPrivileges(c *command) {
+func warnPrivileges(c *command, confined bool) {
 	pr, err := kernel.CurrentPrivileges()
 	if err != nil {
 		c.errorf("warning: cannot read this process's privileges: %v", err)
 		return
 	}
+	floor := "The Landlock floor still applies, but "
+	if !confined {
+		floor = "Nothing is confined, and "
+	}
 	switch {
 	case pr.Root:
-		c.errorf("WARNING: running as root. The Landlock floor still applies, but root can inject keystrokes into terminals, open files by handle and more; run agents as an ordinary user.")
+		c.errorf("WARNING: running as root. %sroot can inject keystrokes into terminals, open files by handle and more; run agents as an ordinary user.", floor)
 	case pr.CapEff != 0:
-		c.errorf("WARNING: running with capabilities (CapEff %#x). The Landlock floor still applies, but capabilities bypass other protections; drop them.", pr.CapEff)
+		c.errorf("WARNING: running with capabilities (CapEff %#x). %scapabilities bypass other protections; drop them.", pr.CapEff, floor)
 	}
 }
 
@@ -183,4 +188,38 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 		msg += fmt.Sprintf("; %d carved directories (%s) refuse new entries and renames for now (agent-launcher check --landlock lists them)", n, strings.Join(names, ", "))
 	}
 	c.errorf("%s", msg)
+}
+
+// simulateABIVar names the testing knob that makes the launcher behave as
+// on an older Landlock ABI: it handles only that ABI's rights and applies
+// that ABI's refusals. It can only lower the ABI, never raise it, so it
+// cannot make the launcher trust a feature the kernel lacks; 0 simulates a
+// kernel without Landlock. The VM matrix uses it for ABIs Debian ships no
+// kernel for.
+const simulateABIVar = "AGENT_LAUNCHER_SIMULATE_ABI"
+
+// detectLandlock returns the running kernel's Landlock, lowered to
+// $AGENT_LAUNCHER_SIMULATE_ABI when that is set and lower.
+func (c *command) detectLandlock() (landlock.Kernel, error) {
+	k, err := landlock.Detect()
+	if err != nil {
+		return k, err
+	}
+	v, ok := os.LookupEnv(simulateABIVar)
+	if !ok || v == "" {
+		return k, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return k, fmt.Errorf("%s=%q is not an ABI number", simulateABIVar, v)
+	}
+	if n >= k.ABI {
+		return k, nil
+	}
+	c.errorf("simulating Landlock ABI %d on a kernel with ABI %d (%s)", n, k.ABI, simulateABIVar)
+	k.ABI = n
+	if n == 0 {
+		k.Errata, k.Reason = 0, "no Landlock (simulated by "+simulateABIVar+"=0)"
+	}
+	return k, nil
 }

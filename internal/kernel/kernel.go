@@ -18,41 +18,41 @@ var ErrNotSupported = errors.New("kernel: not supported on this operating system
 // introduced the feature upstream; distribution kernels may have it earlier.
 type Seccomp struct {
 	// Filter reports whether seccomp(2) filter mode works (3.17).
-	Filter bool
+	Filter bool `json:"filter"`
 	// UserNotif reports whether the SECCOMP_RET_USER_NOTIF action is
 	// available, as answered by SECCOMP_GET_ACTION_AVAIL (5.0).
-	UserNotif bool
+	UserNotif bool `json:"user_notif"`
 	// NewListener reports whether SECCOMP_FILTER_FLAG_NEW_LISTENER is
 	// accepted (5.0).
-	NewListener bool
+	NewListener bool `json:"new_listener"`
 	// TsyncESRCH reports whether SECCOMP_FILTER_FLAG_TSYNC_ESRCH is
 	// accepted, which is what makes TSYNC usable together with
 	// NEW_LISTENER (5.7).
-	TsyncESRCH bool
+	TsyncESRCH bool `json:"tsync_esrch"`
 	// WaitKillableRecv reports whether
 	// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV is accepted (5.19).
-	WaitKillableRecv bool
+	WaitKillableRecv bool `json:"wait_killable_recv"`
 	// AddFD reports whether the listener supports SECCOMP_IOCTL_NOTIF_ADDFD
 	// (5.9).
-	AddFD bool
+	AddFD bool `json:"addfd"`
 	// AddFDSend reports whether SECCOMP_IOCTL_NOTIF_ADDFD accepts
 	// SECCOMP_ADDFD_FLAG_SEND, which installs the fd and answers the
 	// notification atomically (5.14).
-	AddFDSend bool
+	AddFDSend bool `json:"addfd_send"`
 	// SyncWakeUp reports whether SECCOMP_IOCTL_NOTIF_SET_FLAGS accepts
 	// SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (6.6). It only lowers latency.
-	SyncWakeUp bool
+	SyncWakeUp bool `json:"sync_wake_up"`
 }
 
 // UserNS describes whether this process's user can create user namespaces.
 type UserNS struct {
 	// Available reports whether a child could be started in a new user
 	// namespace with its uid and gid mapped to themselves.
-	Available bool
+	Available bool `json:"available"`
 	// Reason is one sentence saying what prevents it, naming the sysctl or
 	// security module when one is identified. It is empty when Available
 	// is true.
-	Reason string
+	Reason string `json:"reason"`
 }
 
 // Privileges describes the credentials of the current process.

@@ -109,6 +109,8 @@ type sandbox struct {
 	home   string
 	ws     string
 	config string
+	// extraEnv is added to the launcher's environment.
+	extraEnv []string
 }
 
 // Secrets the tests plant; reading one back is a leak.
@@ -194,7 +196,7 @@ func (r result) String() string {
 // env is the environment of the launcher: the sandbox's home, nothing of
 // the test process's own configuration.
 func (s *sandbox) env() []string {
-	return []string{"HOME=" + s.home, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG=C"}
+	return append([]string{"HOME=" + s.home, "PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG=C"}, s.extraEnv...)
 }
 
 // launch runs `agent-launcher run --config --workspace -- argv...`.
