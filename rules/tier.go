@@ -58,6 +58,16 @@ func (t Tier) MarshalText() ([]byte, error) {
 	return []byte(tierNames[t]), nil
 }
 
+// UnmarshalText implements encoding.TextUnmarshaler with ParseTier.
+func (t *Tier) UnmarshalText(b []byte) error {
+	v, ok := ParseTier(string(b))
+	if !ok {
+		return fmt.Errorf("%q is not a tier", b)
+	}
+	*t = v
+	return nil
+}
+
 // Precedence selects how overlapping rules are ordered. Whatever the mode,
 // deny_paths and the built-in denylist win over every other rule.
 type Precedence uint8

@@ -1,0 +1,224 @@
+package landlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The apply tests restrict a re-executed copy of the test binary, never
+// the test process (STYLE.md 4). childEnv carries the child's job.
+const childEnv = "LANDLOCK_TEST_CHILD"
+
+type childJob struct {
+	Plan    Plan     `json:"plan"`
+	Access  []uint64 `json:"access"`
+	Handled Access
+	Scoped  Scope
+	Ops     [][]string
+}
+
+func TestMain(m *testing.M) {
+	if v := os.Getenv(childEnv); v != "" {
+		os.Exit(child(v))
+	}
+	os.Exit(m.Run())
+}
+
+// child applies the plan and runs each op, printing one result per line.
+func child(spec string) int {
+	var job childJob
+	if err := json.Unmarshal([]byte(spec), &job); err != nil {
+		fmt.Println("bad job:", err)
+		return 2
+	}
+	for i := range job.Plan.Rules {
+		job.Plan.Rules[i].Access = Access(job.Access[i])
+	}
+	job.Plan.Handled, job.Plan.Scoped = job.Handled, job.Scoped
+	if err := Apply(&job.Plan); err != nil {
+		fmt.Println("apply:", err)
+		return 3
+	}
+	for _, op := range job.Ops {
+		fmt.Println(doOp(op))
+	}
+	return 0
+}
+
+func errName(err error) string {
+	var errno unix.Errno
+	if errors.As(err, &errno) {
+		return unix.ErrnoName(errno)
+	}
+	return err.Error()
+}
+
+func doOp(op []string) string {
+	var err error
+	switch op[0] {
+	case "read":
+		_, err = os.ReadFile(op[1])
+	case "write":
+		err = os.WriteFile(op[1], []byte("x"), 0o644)
+	case "truncate":
+		err = unix.Truncate(op[1], 0)
+	case "rename":
+		err = unix.Rename(op[1], op[2])
+	case "link":
+		err = unix.Link(op[1], op[2])
+	case "kill-parent":
+		err = unix.Kill(os.Getppid(), 0)
+	case "abstract":
+		var fd int
+		fd, err = unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Connect(fd, &unix.SockaddrUnix{Name: "@" + op[1]})
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		return errName(err)
+	}
+	return "ok"
+}
+
+// runChild applies pl in a child and runs ops there.
+func runChild(t *testing.T, pl *Plan, ops ...[]string) []string {
+	t.Helper()
+	job := childJob{Plan: *pl, Ops: ops, Handled: pl.Handled, Scoped: pl.Scoped}
+	for _, r := range pl.Rules {
+		job.Access = append(job.Access, uint64(r.Access))
+	}
+	spec, _ := json.Marshal(job)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+func expectedABI(t *testing.T) Kernel {
+	t.Helper()
+	k, err := Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := os.Getenv("AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI"); want != "" {
+		if n, _ := strconv.Atoi(want); n != k.ABI {
+			t.Fatalf("AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=%s, kernel has ABI %d (%s)", want, k.ABI, k.Reason)
+		}
+	} else if k.ABI < 1 {
+		t.Skip("no Landlock: " + k.Reason)
+	}
+	return k
+}
+
+// TestApplyPerABI applies the planner's plan for every ABI up to the
+// kernel's, handling only that ABI's rights (how older kernels are
+// simulated here), and checks what each ABI can and cannot enforce.
+func TestApplyPerABI(t *testing.T) {
+	k := expectedABI(t)
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	ws := filepath.Join(dir, "ws")
+	for _, f := range []string{"a/f", "b/g", "ro/r"} {
+		os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(ws, f), []byte("data"), 0o644)
+	}
+	os.WriteFile(filepath.Join(dir, "secret"), []byte("s"), 0o644)
+	m := compile(t, fmt.Sprintf("[file_policy]\ndefault = \"deny\"\npresets = [\"system\"]\nwrite_paths = [%q]\nread_paths = [%q]\n", ws+"/**", ws+"/ro/**"))
+	for abi := 1; abi <= k.ABI; abi++ {
+		t.Run(fmt.Sprintf("ABI%d", abi), func(t *testing.T) {
+			pl, err := NewPlan(m, abi, OS(), Options{Canaries: []string{filepath.Join(dir, "secret")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := runChild(t, pl,
+				[]string{"read", filepath.Join(dir, "secret")},
+				[]string{"read", ws + "/a/f"},
+				[]string{"write", ws + "/ro/r"},
+				[]string{"truncate", ws + "/ro/r"},
+				[]string{"rename", ws + "/a/f", ws + "/b/f"},
+				[]string{"kill-parent"},
+			)
+			want := []string{"EACCES", "ok", "EACCES", "EACCES", "ok", "ok"}
+			if abi < 3 {
+				want[3] = "ok" // TRUNCATE is not handled before ABI 3
+			}
+			if abi < 2 {
+				want[4] = "EXDEV" // no REFER: renames across directories fail
+			}
+			if abi >= 6 {
+				want[5] = "EPERM" // the signal scope
+			}
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("ABI %d: got %q, want %q", abi, got, want)
+			}
+			os.WriteFile(ws+"/ro/r", []byte("data"), 0o644)
+			os.Rename(ws+"/b/f", ws+"/a/f")
+		})
+	}
+}
+
+// TestApplyRefusesChangedPath: a rule path replaced between planning and
+// enforcement (by a symlink to a secret, say) is refused, not followed.
+func TestApplyRefusesChangedPath(t *testing.T) {
+	k := expectedABI(t)
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.MkdirAll(dir+"/ws/sub", 0o755)
+	os.MkdirAll(dir+"/secret", 0o755)
+	m := compile(t, fmt.Sprintf("[file_policy]\nwrite_paths = [%q]\n", dir+"/ws/**"))
+	pl, err := NewPlan(m, k.ABI, OS(), Options{Canaries: []string{dir + "/secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(dir+"/ws", dir+"/ws.old")
+	os.Symlink(dir+"/secret", dir+"/ws")
+	job := childJob{Plan: *pl, Handled: pl.Handled, Scoped: pl.Scoped}
+	for _, r := range pl.Rules {
+		job.Access = append(job.Access, uint64(r.Access))
+	}
+	spec, _ := json.Marshal(job)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "apply:") || !strings.Contains(string(out), dir+"/ws") {
+		t.Errorf("a swapped rule path was accepted: %v\n%s", err, out)
+	}
+}
+
+// TestDetect: this kernel's Landlock is what the run declared.
+func TestDetect(t *testing.T) {
+	k := expectedABI(t)
+	if k.ABI < 1 || k.Reason != "" {
+		t.Errorf("Detect: %+v", k)
+	}
+	if err := RunSupported(k); k.ABI >= MinABI && err != nil {
+		t.Errorf("RunSupported(%+v): %v", k, err)
+	}
+	for abi := 1; abi < MinABI; abi++ {
+		var ae *ABIError
+		if err := RunSupported(Kernel{ABI: abi}); !errors.As(err, &ae) || len(ae.Missing) == 0 {
+			t.Errorf("RunSupported(ABI %d) = %v", abi, err)
+		}
+	}
+	if err := RunSupported(Kernel{Reason: "x"}); !errors.Is(err, ErrNoLandlock) {
+		t.Errorf("RunSupported(no Landlock) = %v", err)
+	}
+}
