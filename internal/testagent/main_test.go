@@ -749,6 +749,10 @@ func buildAgent(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("building the agent needs the go command in PATH: %v", err)
 	}
+	if dir := os.Getenv("AGENT_LAUNCHER_TEST_BIN_DIR"); dir != "" {
+		// Prebuilt (the unprivileged and VM runs, which cannot build).
+		return filepath.Join(dir, "testagent")
+	}
 	bin := filepath.Join(t.TempDir(), "testagent")
 	// -buildvcs=false: the tree may belong to another user, which git
 	// refuses to inspect.
