@@ -741,6 +741,10 @@ func TestFirstReadableMapping(t *testing.T) {
 // and returns the binary's path.
 func buildAgent(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv("AGENT_LAUNCHER_TEST_BIN_DIR"); dir != "" {
+		// Prebuilt (the unprivileged and VM runs, which cannot build).
+		return filepath.Join(dir, "testagent")
+	}
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		t.Fatal("cannot locate the agent's source")
@@ -748,10 +752,6 @@ func buildAgent(t *testing.T) string {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("building the agent needs the go command in PATH: %v", err)
-	}
-	if dir := os.Getenv("AGENT_LAUNCHER_TEST_BIN_DIR"); dir != "" {
-		// Prebuilt (the unprivileged and VM runs, which cannot build).
-		return filepath.Join(dir, "testagent")
 	}
 	bin := filepath.Join(t.TempDir(), "testagent")
 	// -buildvcs=false: the tree may belong to another user, which git
