@@ -24,6 +24,7 @@ build:
 # importable packages, every test binary again as an unprivileged user, and
 # the demo (its output discarded) so that the README's first command works.
 test: deps build
+	./scripts/test-user
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers ./landlock
 	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) $(GO) test -count=1 ./...
