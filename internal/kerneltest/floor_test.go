@@ -200,3 +200,44 @@ func TestToolsAgainstTiers(t *testing.T) {
 	}
 	_ = filepath.Join
 }
+
+// TestStrayFDsClosed: an fd the launcher inherited (here a descriptor for
+// the key, open before launch, at fds 3, 7 and 9) does not reach the
+// agent; Landlock would not re-check it.
+func TestStrayFDsClosed(t *testing.T) {
+	s := newSandbox(t, standard)
+	key, err := os.Open(s.path("home/.ssh/id_ed25519"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer key.Close()
+	run := func(bin string, args ...string) result {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = s.env()
+		cmd.Dir = s.ws
+		var out strings.Builder
+		cmd.Stdout = &out
+		// Entry i of ExtraFiles becomes fd 3+i: the key at 3, 7 and 9.
+		cmd.ExtraFiles = []*os.File{key, nil, nil, nil, key, nil, key}
+		err := cmd.Run()
+		r := result{stdout: out.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		}
+		return r
+	}
+	// The agent, a Go program, opens fds 3-6 itself at start: probe 7 and 9
+	// with it, and all of them with a shell that opens none.
+	for _, fd := range []string{"7", "9"} {
+		wantOK(t, "control: the inherited fd "+fd+" reads the key bare", run(agent, "read", "/proc/self/fd/"+fd))
+		r := run(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "read", "/proc/self/fd/"+fd)
+		wantErr(t, "inherited fd "+fd, r, "ENOENT", "EACCES")
+	}
+	r := run(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", "for fd in 3 7 9; do eval \"cat <&$fd\" 2>/dev/null || echo closed$fd; done")
+	if strings.Contains(r.stdout, sshKey) || r.stdout != "closed3\nclosed7\nclosed9\n" {
+		t.Errorf("the shell read an inherited fd: %s", r)
+	}
+	if r := run("/bin/sh", "-c", "cat <&3"); !strings.Contains(r.stdout, sshKey) {
+		t.Errorf("control: the bare shell cannot read fd 3: %s", r)
+	}
+}
