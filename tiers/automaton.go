@@ -328,19 +328,16 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet, maxStates in
 	var sets [][]int32 // NFA node set of each DFA state
 	setIndex := map[string]uint32{}
 	var key []byte
-	keyOf := func(set []int32) string {
+	var acceptKey []byte
+	intern := func(set []int32) (uint32, error) {
 		key = key[:0]
 		for _, n := range set {
 			key = binary.LittleEndian.AppendUint32(key, uint32(n))
 		}
-		return string(key)
-	}
-	var acceptKey []byte
-	intern := func(set []int32) (uint32, error) {
-		k := keyOf(set)
-		if st, ok := index[k]; ok {
+		if st, ok := index[string(key)]; ok { // no allocation for the lookup
 			return st, nil
 		}
+		k := string(key)
 		st := uint32(len(sets))
 		if len(sets) >= maxStates || (len(sets)+1)*(ncls+1) > maxDFACells {
 			return 0, fmt.Errorf("%w: more than %d automaton states", ErrTooComplex, len(sets))
@@ -378,8 +375,13 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet, maxStates in
 	}
 	width := uint32(ncls + 1)
 	buckets := make([][]int32, ncls)
-	var wild, all, next []int32
+	var wild, all, base, bucket, next []int32
 	for st := 0; st < len(sets); st++ {
+		if len(a.trans)+int(width) > cap(a.trans) {
+			// Grow by doubling: append's growth of large slices copies the
+			// table too often.
+			a.trans = slices.Grow(a.trans, max(cap(a.trans), 1024*int(width)))
+		}
 		a.trans = append(a.trans, a.accepts[st])
 		for c := range buckets {
 			buckets[c] = buckets[c][:0]
@@ -400,19 +402,26 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet, maxStates in
 			}
 		}
 		// Most classes reach only the wildcard edges: intern that set once.
+		// The edges every class but '/' takes are sorted once per state,
+		// each class's own merged in.
+		base = append(append(base[:0], all...), wild...)
+		slices.Sort(base)
+		base = slices.Compact(base)
+		slices.Sort(all)
+		all = slices.Compact(all)
 		baseTo := uint32(1<<32 - 1)
 		for c := 0; c < ncls; c++ {
 			if len(buckets[c]) == 0 && uint16(c) != al.slash && baseTo != 1<<32-1 {
 				a.trans = append(a.trans, baseTo)
 				continue
 			}
-			next = append(next[:0], buckets[c]...)
-			next = append(next, all...)
-			if uint16(c) != al.slash {
-				next = append(next, wild...)
+			bucket = append(bucket[:0], buckets[c]...)
+			slices.Sort(bucket)
+			common := base
+			if uint16(c) == al.slash {
+				common = all
 			}
-			slices.Sort(next)
-			next = slices.Compact(next)
+			next = mergeSorted(next[:0], bucket, common)
 			to, err := intern(next)
 			if err != nil {
 				return nil, err
@@ -427,6 +436,35 @@ func subsetConstruct(nodes []nfaNode, starts []int32, al *alphabet, maxStates in
 	a.nstates = len(sets)
 	a.sinksLast(width)
 	return a, nil
+}
+
+// mergeSorted appends the union of the sorted sets a and b to dst, sorted
+// and without duplicates.
+func mergeSorted(dst, a, b []int32) []int32 {
+	i, j := 0, 0
+	last := int32(-1)
+	push := func(x int32) {
+		if len(dst) == 0 || x != last {
+			dst = append(dst, x)
+			last = x
+		}
+	}
+	for i < len(a) && j < len(b) {
+		if a[i] <= b[j] {
+			push(a[i])
+			i++
+		} else {
+			push(b[j])
+			j++
+		}
+	}
+	for ; i < len(a); i++ {
+		push(a[i])
+	}
+	for ; j < len(b); j++ {
+		push(b[j])
+	}
+	return dst
 }
 
 // sinksLast renumbers the states so that sinks (states every class leads
