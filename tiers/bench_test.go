@@ -158,3 +158,31 @@ func BenchmarkCompile(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompileDefault compiles the embedded default policy, as every
+// launch does, fresh and from the automata cache.
+func BenchmarkCompileDefault(b *testing.B) {
+	p, err := rules.Load(rules.Options{Home: testHome, Workspace: testWS,
+		Launcher: rules.LauncherPaths{StateDir: testHome + "/.local/state/agent-launcher", ConfigDir: testHome + "/.config/agent-launcher"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("fresh", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Compile(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		c := &mapCache{m: map[string][]byte{}}
+		if _, err := CompileCached(p, c); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := CompileCached(p, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

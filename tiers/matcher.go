@@ -102,6 +102,10 @@ func deep(g *rules.Glob) bool {
 // complex for the automaton's size limits (ErrTooComplex); the error names
 // the rule.
 func Compile(p *rules.Policy) (*Matcher, error) {
+	return compile(p, nil)
+}
+
+func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	m := &Matcher{pol: p, execRestricted: p.ExecRestricted()}
 	for _, r := range p.Rules {
 		if r.Kind == rules.KindExec {
@@ -130,17 +134,23 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 			groups[0] = append(groups[0], int32(id))
 		}
 	}
-	for i, g := range groups {
-		parts, err := m.compileGroup(g, []int{flatStates, deepStates}[i])
-		if err != nil {
+	var key string
+	if cache != nil {
+		key = cacheKey(m, groups)
+		if data, ok := cache.Get(key); ok {
+			if parts, nflat, err := decodeParts(data, groups); err == nil {
+				m.parts, m.nflat = parts, nflat
+			}
+		}
+	}
+	if m.parts == nil {
+		if err := m.compileGroups(groups); err != nil {
 			return nil, err
 		}
-		m.parts = append(m.parts, parts...)
-		if i == 0 {
-			m.nflat = len(m.parts)
-		}
-		if len(m.parts) > maxParts {
-			return nil, fmt.Errorf("%w: the patterns need more than %d automata; use fewer patterns with \"**/\" in them", ErrTooComplex, maxParts)
+		if cache != nil {
+			if data := encodeParts(m.parts, m.nflat); data != nil {
+				cache.Put(key, data)
+			}
 		}
 	}
 	for k := range m.parts {
@@ -181,6 +191,24 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 	}
 	m.findUnused()
 	return m, nil
+}
+
+// compileGroups compiles the flat and the deep group into m.parts.
+func (m *Matcher) compileGroups(groups [2][]int32) error {
+	for i, g := range groups {
+		parts, err := m.compileGroup(g, []int{flatStates, deepStates}[i])
+		if err != nil {
+			return err
+		}
+		m.parts = append(m.parts, parts...)
+		if i == 0 {
+			m.nflat = len(m.parts)
+		}
+		if len(m.parts) > maxParts {
+			return fmt.Errorf("%w: the patterns need more than %d automata; use fewer patterns with \"**/\" in them", ErrTooComplex, maxParts)
+		}
+	}
+	return nil
 }
 
 // Each automaton may grow to flatStates or deepStates states; a group of patterns that

@@ -250,7 +250,9 @@ func (e *env) load(agent string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := tiers.Compile(pol)
+	// The compiled automata are cached in the state directory: compiling
+	// the built-in rules costs more than the rest of a launch.
+	m, err := tiers.CompileCached(pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 	if err != nil {
 		return nil, err
 	}
