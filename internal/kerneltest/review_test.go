@@ -1,0 +1,201 @@
+package kerneltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Regression tests for the holes an adversarial review of the floor found
+// (issue 4). Each has its control beside it.
+
+// wantRefused asserts that run refused to start, naming what.
+func wantRefused(t *testing.T, what string, r result, names ...string) {
+	t.Helper()
+	if r.code != 125 || r.stdout != "" {
+		t.Errorf("%s: run did not refuse: %s", what, r)
+		return
+	}
+	for _, n := range names {
+		if !strings.Contains(r.stderr, n) {
+			t.Errorf("%s: the refusal does not name %q: %s", what, n, r.stderr)
+		}
+	}
+}
+
+// TestHardLinkedWriteProtection: a write-protected file (a git hook, the
+// repository's config, ~/.bashrc) with a second name in the workspace
+// would be writable through it: run refuses.
+func TestHardLinkedWriteProtection(t *testing.T) {
+	s := newSandbox(t, standard)
+	hook := s.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\n")
+	s.write("home/proj/.git/config", "[core]\n")
+	bashrc := s.write("home/.bashrc", "# rc\n")
+	if r := s.agent("write", s.ws+"/x", "1"); r.code != 0 {
+		t.Fatalf("control: %s", r)
+	}
+	for _, c := range []struct{ name, target, link string }{
+		{"hook", hook, s.ws + "/hooklink"},
+		{"git config", s.ws + "/.git/config", s.ws + "/sub/cfglink"},
+		{"bashrc", bashrc, s.ws + "/dotbashrc"},
+		{"a deep credential", s.write("home/.ssh/keys/id_work", sshKey), s.ws + "/keylink"},
+		{"a deep aws token", s.write("home/.aws/sso/cache/tok.json", sshKey), s.ws + "/toklink"},
+	} {
+		os.MkdirAll(filepath.Dir(c.link), 0o755)
+		if err := os.Link(c.target, c.link); err != nil {
+			t.Fatal(err)
+		}
+		wantOK(t, "control: the link writes bare", s.bare("append", c.link, ""))
+		wantRefused(t, c.name, s.agent("append", c.link, "PWNED"), c.target, "2 hard links")
+		os.Remove(c.link)
+	}
+	if b, _ := os.ReadFile(hook); string(b) != "#!/bin/sh\n" {
+		t.Errorf("the hook changed: %q", b)
+	}
+}
+
+// TestBindMountedWriteProtection: ~/.bashrc bind-mounted into the
+// workspace: run refuses. The mount is made in a user and mount namespace
+// the launcher then runs in, so the test needs no privilege.
+func TestBindMountedWriteProtection(t *testing.T) {
+	s := newSandbox(t, standard)
+	bashrc := s.write("home/.bashrc", "# rc\n")
+	target := s.write("home/proj/m/bashrc", "")
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Fatal("this test needs unshare(1) (util-linux)")
+	}
+	script := "mount --bind " + bashrc + " " + target + " && exec " + launcher + " run --config " + s.config + " --workspace " + s.ws + " -- " + agent + " append " + target + " PWNED"
+	r := s.exec("unshare", "--user", "--map-current-user", "--mount", "/bin/sh", "-c", script)
+	wantRefused(t, "bind-mounted ~/.bashrc", r, bashrc, "mounted again")
+	if b, _ := os.ReadFile(bashrc); string(b) != "# rc\n" {
+		t.Errorf("~/.bashrc changed: %q", b)
+	}
+	// Control: the same without the mount runs.
+	r = s.exec("unshare", "--user", "--map-current-user", "--mount", "/bin/sh", "-c", "exec "+launcher+" run --config "+s.config+" --workspace "+s.ws+" -- "+agent+" append "+target+" ok")
+	wantOK(t, "control: no bind mount", r)
+}
+
+// TestGrantedFileMovedOverProtectedName: the operator renames a file that
+// was granted at launch over a name the policy protects, during the
+// session. Landlock rules follow the file, so the agent can still reach it
+// (a documented limit of inode rules); the launcher must say so loudly,
+// never that the agent cannot reach it.
+func TestGrantedFileMovedOverProtectedName(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/.env", envSec) // carves the workspace, which is then watched
+	s.write("home/proj/sample.json", "{}")
+	marker, goOn := s.ws+"/started", s.path("go")
+	cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+		"/bin/sh", "-c", "echo > started || exit 9; while [ ! -e "+goOn+" ]; do sleep 0.05; done; sleep 0.3")
+	cmd.Env = s.env()
+	cmd.Dir = s.ws
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFor(t, marker)
+	os.Rename(s.ws+"/sample.json", s.ws+"/credentials.json")
+	time.Sleep(200 * time.Millisecond)
+	os.WriteFile(goOn, nil, 0o644)
+	cmd.Wait()
+	out := errb.String()
+	if !strings.Contains(out, "WARNING") || !strings.Contains(out, s.ws+"/credentials.json") || strings.Contains(out, "cannot reach it") {
+		t.Errorf("no warning for a granted file moved over a protected name:\n%s", out)
+	}
+}
+
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(runTimeout)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSymlinkedHomeConfig: with $HOME a symlink (Fedora Silverblue's /home
+// -> /var/home) and XDG_CONFIG_HOME elsewhere, the default config location
+// (which a later session without the variable reads) stays protected, even
+// under a policy that grants ~/.config.
+func TestSymlinkedHomeConfig(t *testing.T) {
+	s := newSandbox(t, standard+"read_paths = []\n")
+	real := s.mkdir("var/home")
+	if err := os.Rename(s.home, real+"/u"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("var/home", s.path("homelink")); err != nil {
+		t.Fatal(err)
+	}
+	home := s.path("homelink/u")
+	s.home, s.ws = home, home+"/proj"
+	cfgDir := home + "/.dotconfig/agent-launcher"
+	os.MkdirAll(cfgDir, 0o755)
+	os.WriteFile(cfgDir+"/config.toml", []byte(s.policyHeader()+"write_paths = [\"<workspace>/**\", \"~/.config/**\"]\n"), 0o644)
+	def := home + "/.config/agent-launcher/config.toml"
+	os.MkdirAll(filepath.Dir(def), 0o755)
+	os.WriteFile(def, []byte("# the operator's\n"), 0o644)
+	s.extraEnv = []string{"XDG_CONFIG_HOME=" + home + "/.dotconfig"}
+	r := s.exec(launcher, "run", "--workspace", s.ws, "--", agent, "append", def, "\n[file_policy]\ndefault = \"write\"\n")
+	wantErr(t, "write the default-location config through a symlinked HOME", r, "EACCES")
+	r = s.exec(launcher, "run", "--workspace", s.ws, "--", agent, "write", home+"/.config/other.txt", "x")
+	wantOK(t, "control: the rest of ~/.config is writable", r)
+}
+
+// TestNonUTF8 passes arguments, environment and paths that are not UTF-8
+// through unchanged.
+func TestNonUTF8(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/.env", envSec) // carves the workspace: its entries get their own rules
+	bad := "d\xffir"
+	s.write("home/proj/"+bad+"/f", "x")
+	arg := "a\xffb"
+	r := s.launch("/bin/sh", "-c", `printf %s "$1" > out; printf %s "$LATIN" > env`, "sh", arg)
+	if r.code != 0 {
+		t.Fatalf("a non-UTF-8 name or argument broke the launch: %s", r)
+	}
+	if b, _ := os.ReadFile(s.ws + "/out"); string(b) != arg {
+		t.Errorf("argument %q arrived as %q", arg, b)
+	}
+	wantOK(t, "write inside a directory with a non-UTF-8 name", s.agent("write", s.ws+"/"+bad+"/g", "y"))
+	s.extraEnv = []string{"LATIN=caf\xe9"}
+	s.launch("/bin/sh", "-c", `printf %s "$LATIN" > env2`)
+	if b, _ := os.ReadFile(s.ws + "/env2"); string(b) != "caf\xe9" {
+		t.Errorf("environment arrived as %q", b)
+	}
+}
+
+// TestCanaryWithoutDAC: the agent can chmod its denied state directory
+// (metadata is not Landlock's), which would make the next canary fail by
+// permission bits instead of Landlock. The launcher restores the mode and
+// probes a file it has just made readable, so the canary tests Landlock.
+func TestCanaryWithoutDAC(t *testing.T) {
+	s := newSandbox(t, standard)
+	wantOK(t, "first session", s.agent("write", s.ws+"/x", "1"))
+	state := s.home + "/.local/state/agent-launcher"
+	if err := os.Chmod(state, 0); err != nil {
+		t.Fatal(err)
+	}
+	r := s.agent("write", s.ws+"/x", "2")
+	wantOK(t, "a session after the state directory was chmod 000", r)
+	st, err := os.Stat(state)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("state directory mode %v, %v; want 0700", st.Mode(), err)
+	}
+	if st, err := os.Stat(state + "/canary"); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("canary: %v %v", st, err)
+	}
+	_ = strconv.Itoa
+}
