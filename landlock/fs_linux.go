@@ -3,6 +3,7 @@ package landlock
 import (
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -85,3 +86,5 @@ func (osFS) Pseudo(path string) bool {
 	_, ok := pseudoMagic[int64(st.Type)]
 	return ok
 }
+
+func (osFS) Resolve(path string) (string, error) { return filepath.EvalSymlinks(path) }

@@ -13,6 +13,7 @@ import (
 type memFS struct {
 	entries map[string]Info
 	kids    map[string]map[string]FileType
+	targets map[string]string // symlink -> canonical target
 }
 
 func newMemFS(paths ...string) *memFS {
@@ -91,6 +92,13 @@ func (m *memFS) ReadDir(p string) ([]DirEntry, error) {
 }
 
 func (m *memFS) Pseudo(p string) bool { return p == "/proc" }
+
+func (m *memFS) Resolve(p string) (string, error) {
+	if t, ok := m.targets[p]; ok {
+		return t, nil
+	}
+	return "", &fs.PathError{Op: "resolve", Path: p, Err: fs.ErrNotExist}
+}
 
 // all returns every path of the snapshot.
 func (m *memFS) all() []string {

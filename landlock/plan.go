@@ -3,6 +3,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
@@ -50,6 +51,9 @@ type FS interface {
 	// parent, is the root of a filesystem whose names the kernel makes
 	// (proc, sysfs, cgroup, ...): name patterns need not be searched there.
 	Pseudo(path string) bool
+	// Resolve returns the canonical path of the symlink path's target, as
+	// the kernel would follow it.
+	Resolve(path string) (string, error)
 }
 
 // Rule is one Landlock rule of a plan: Access on the file hierarchy below
@@ -106,6 +110,21 @@ type Plan struct {
 	Canary string `json:"canary"`
 	// Scanned counts the entries listed to resolve anywhere-patterns.
 	Scanned int `json:"scanned"`
+	// Links are symlinks whose own name the policy protects more than the
+	// file they lead to (~/.bashrc -> a dotfiles repository in the
+	// workspace). The kernel decides on the target, so the caller must
+	// extend the protection to it (rules.Policy.ProtectTarget) and plan
+	// again.
+	Links []Link `json:"links,omitempty"`
+	// Warnings are things the operator should know about the floor, one
+	// sentence each.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Link is a protected symlink and its target.
+type Link struct {
+	Path   string `json:"path"`
+	Target string `json:"target"`
 }
 
 // Options tune planning.
@@ -116,6 +135,12 @@ type Options struct {
 	// Canaries are paths to try first as the plan's canary (the launcher's
 	// own state directory, which it creates before planning).
 	Canaries []string
+	// ScanRoots are the trees in which anywhere-patterns are resolved
+	// against existing entries: the home directory and the workspace
+	// (DESIGN.md section 7). Outside them such patterns do not shape the
+	// floor (Plan.Warnings says so when a policy pattern is affected). Nil
+	// means everywhere.
+	ScanRoots []string
 }
 
 // DefaultMaxEntries is the default bound of the anywhere-pattern scan.
@@ -220,6 +245,8 @@ type node struct {
 	// pseudo: the root of (or a directory on) a filesystem whose names the
 	// kernel makes.
 	pseudo bool
+	// opaque: the directory cannot be listed; nothing is granted over it.
+	opaque bool
 }
 
 type planner struct {
@@ -227,6 +254,9 @@ type planner struct {
 	fs      FS
 	handled Access
 	max     int
+	roots   []string
+	links   map[string]bool
+	skipped map[string]bool // granted trees where anywhere-patterns were not resolved
 	nodes   map[string]*node
 	plan    *Plan
 }
@@ -239,7 +269,8 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("landlock: ABI %d: no Landlock to plan for", abi)
 	}
 	p := &planner{
-		m: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries,
+		m: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries, roots: opts.ScanRoots,
+		links: map[string]bool{}, skipped: map[string]bool{},
 		nodes: map[string]*node{},
 		plan:  &Plan{ABI: abi, Handled: HandledFS(abi), Scoped: Scopes(abi)},
 	}
@@ -253,8 +284,21 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	if err := p.dir(root, 0); err != nil {
 		return nil, err
 	}
-	p.literals()
+	if err := p.literals(); err != nil {
+		return nil, err
+	}
 	pl := p.plan
+	if len(p.skipped) > 0 {
+		var dirs []string
+		for d := range p.skipped {
+			dirs = append(dirs, d)
+		}
+		sort.Strings(dirs)
+		if len(dirs) > 8 {
+			dirs = append(dirs[:8], "...")
+		}
+		pl.Warnings = append(pl.Warnings, fmt.Sprintf("the policy's patterns that match names anywhere (\"**/...\") are resolved against existing files only under the home directory and the workspace; in %s the floor grants what the other rules say", strings.Join(dirs, ", ")))
+	}
 	sort.Slice(pl.Rules, func(i, j int) bool { return pl.Rules[i].Path < pl.Rules[j].Path })
 	sort.Slice(pl.Carved, func(i, j int) bool { return pl.Carved[i].Path < pl.Carved[j].Path })
 	sort.Slice(pl.Protected, func(i, j int) bool { return pl.Protected[i].Path < pl.Protected[j].Path })
@@ -322,7 +366,15 @@ func (p *planner) list(n *node) error {
 		return nil
 	}
 	entries, err := p.fs.ReadDir(n.path)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		entries = nil // removed since it was seen
+	case errors.Is(err, fs.ErrPermission):
+		// The operator cannot list it, so neither can the planner: grant
+		// nothing over it (opaque), rather than over what it may hold.
+		n.opaque = true
+		entries = nil
+	case err != nil:
 		return fmt.Errorf("landlock: planning: %w", err)
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
@@ -334,6 +386,9 @@ func (p *planner) list(n *node) error {
 // pseudo filesystem (another device whose names the kernel makes).
 func (p *planner) sub(n *node, name string) (*node, bool, error) {
 	c, err := p.node(join(n.path, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil // removed since the listing
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -356,11 +411,18 @@ func (p *planner) dir(n *node, inh Access) error {
 		// Names there are the kernel's: no anywhere-pattern to resolve.
 		st.Anywhere, st.AnywhereGrant = false, false
 	}
+	ignored := st.Anywhere && !p.scanned(n.path)
+	if ignored {
+		st.Anywhere, st.AnywhereGrant = false, false
+	}
 	g := constraint(st.Weakest, TypeOther, true)
 	if self[tiers.OpRead] != tiers.Allowed {
 		g &^= ReadDir
 	}
 	g &= p.handled
+	if ignored && g&^inh != 0 {
+		p.skipped[n.path] = true
+	}
 	walked := false
 	if st.Anywhere && g&^inh != 0 {
 		if err := p.walk(n); err != nil {
@@ -410,22 +472,30 @@ func (p *planner) dir(n *node, inh Access) error {
 			}
 		case TypeSymlink:
 			// No rule: opening through it is decided on its target.
+			p.link(path, v)
 		default:
 			want := rightsFor(v, e.Type, false) & FileRights & p.handled
+			restricted := rightsFor(v, e.Type, false)&WriteFile == 0
+			if want&^have == 0 && !restricted {
+				continue
+			}
+			info, err := p.fs.Lstat(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed since the listing
+			}
+			if err != nil {
+				return fmt.Errorf("landlock: planning: %w", err)
+			}
+			if info.Type == TypeDir || info.Type == TypeSymlink {
+				continue // replaced since the listing
+			}
 			if want&^have != 0 {
-				info, err := p.fs.Lstat(path)
-				if err != nil {
-					return fmt.Errorf("landlock: planning: %w", err)
-				}
-				if info.Type == TypeDir || info.Type == TypeSymlink {
-					continue // replaced since the listing
-				}
 				p.plan.Rules = append(p.plan.Rules, Rule{Path: path, Access: want, Dev: info.Dev, Ino: info.Ino})
 			}
-			if tree&applicable(e.Type, false)&^rightsFor(v, e.Type, false) != 0 {
-				if info, err := p.fs.Lstat(path); err == nil {
-					p.protect(path, info, v, tree)
-				}
+			p.protect(path, info, v, tree)
+			if restricted && info.Nlink > 1 {
+				// Another name of a protected file may lie in a granted tree.
+				p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
 			}
 		}
 	}
@@ -463,6 +533,10 @@ func (p *planner) walk(n *node) error {
 		return err
 	}
 	n.min, n.max = allRights, 0
+	if n.opaque {
+		n.min, n.walked = 0, true
+		return nil
+	}
 	for _, e := range n.entries {
 		p.plan.Scanned++
 		if p.plan.Scanned > p.max {
@@ -473,7 +547,18 @@ func (p *planner) walk(n *node) error {
 		t := e.Type
 		n.min &= constraint(v, t, false)
 		n.max |= rightsFor(v, t, false) & applicable(t, false)
-		if t != TypeDir {
+		switch {
+		case t == TypeSymlink:
+			p.link(path, v)
+			continue
+		case t != TypeDir:
+			if rightsFor(v, t, false)&WriteFile == 0 {
+				// A protected file: another name of it may lie in a
+				// granted tree.
+				if info, err := p.fs.Lstat(path); err == nil && info.Nlink > 1 {
+					p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
+				}
+			}
 			continue
 		}
 		c, pseudo, err := p.sub(n, e.Name)
@@ -493,12 +578,20 @@ func (p *planner) walk(n *node) error {
 	return nil
 }
 
-// literals records the existing paths that deny and prompt rules name
-// literally ("/etc/shadow", "~/.ssh/**": the directory and its direct
-// entries), for the hard-link and bind-mount checks. No tree is scanned.
-func (p *planner) literals() {
+// maxLiteralScan bounds the entries listed below one literal protected
+// tree (~/.ssh, ~/.vim) for the hard-link check.
+const maxLiteralScan = 20_000
+
+// literals records the existing paths that deny, prompt and write-protect
+// rules name literally ("/etc/shadow", "~/.bashrc", "~/.ssh/**": the
+// directory, and the files below it with more than one hard link), for the
+// hard-link and bind-mount checks. Only these trees are listed, bounded.
+func (p *planner) literals() error {
 	for _, r := range p.m.Policy().Rules {
-		if r.Kind != rules.KindTier || r.Tier > tiers.Prompt {
+		switch {
+		case r.Kind == rules.KindWriteProtect:
+		case r.Kind == rules.KindTier && r.Tier <= tiers.PromptWrite:
+		default:
 			continue
 		}
 		for _, g := range r.Globs {
@@ -510,29 +603,88 @@ func (p *planner) literals() {
 			if err != nil {
 				continue
 			}
-			tier := p.m.Decide(path, tiers.OpRead).Tier
-			if tier > tiers.Prompt {
+			v := p.verdicts(path)
+			if info.Type == TypeSymlink {
+				p.link(path, v)
+				continue
+			}
+			if rightsFor(v, info.Type, false)&WriteFile != 0 {
 				continue // an exception or a more specific grant
 			}
-			p.addProtected(path, info, tier)
+			p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
 			if !tree || info.Type != TypeDir {
 				continue
 			}
-			entries, err := p.fs.ReadDir(path)
-			if err != nil || len(entries) > 4096 {
-				continue
-			}
-			for _, e := range entries {
-				if e.Type == TypeDir || e.Type == TypeSymlink {
-					continue
-				}
-				c := join(path, e.Name)
-				if ci, err := p.fs.Lstat(c); err == nil {
-					p.addProtected(c, ci, p.m.Decide(c, tiers.OpRead).Tier)
-				}
+			budget := maxLiteralScan
+			if !p.scanLinks(path, &budget) {
+				p.plan.Warnings = append(p.plan.Warnings, fmt.Sprintf("%s holds more than %d entries; only the first were checked for hard links", path, maxLiteralScan))
 			}
 		}
 	}
+	return nil
+}
+
+// scanLinks records the files below dir with more than one hard link that
+// the policy protects; false when the budget ran out.
+func (p *planner) scanLinks(dir string, budget *int) bool {
+	entries, err := p.fs.ReadDir(dir)
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		if *budget--; *budget < 0 {
+			return false
+		}
+		path := join(dir, e.Name)
+		switch e.Type {
+		case TypeDir:
+			if !p.scanLinks(path, budget) {
+				return false
+			}
+		case TypeFile, TypeOther:
+			info, err := p.fs.Lstat(path)
+			if err != nil || info.Nlink < 2 || info.Type == TypeDir {
+				continue
+			}
+			if rightsFor(p.verdicts(path), info.Type, false)&WriteFile == 0 {
+				p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
+			}
+		}
+	}
+	return true
+}
+
+// link records a symlink whose own name the policy protects more than the
+// file it leads to: the kernel follows it, and decides on the target.
+func (p *planner) link(path string, v verdicts) {
+	if p.links[path] {
+		return
+	}
+	p.links[path] = true
+	target, err := p.fs.Resolve(path)
+	if err != nil || target == path {
+		return
+	}
+	t := p.verdicts(target)
+	for op := range tiers.NumOps {
+		if t[op] > v[op] {
+			p.plan.Links = append(p.plan.Links, Link{Path: path, Target: target})
+			return
+		}
+	}
+}
+
+// scanned reports whether anywhere-patterns are resolved at dir.
+func (p *planner) scanned(dir string) bool {
+	if p.roots == nil {
+		return true
+	}
+	for _, r := range p.roots {
+		if under(dir, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // literal returns the path a glob names when it is a literal path, or a

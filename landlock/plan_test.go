@@ -210,6 +210,14 @@ func TestPlanErrors(t *testing.T) {
 	if _, err := NewPlan(m, 7, fsys, Options{}); !errors.Is(err, ErrHardLink) || !strings.Contains(err.Error(), "/home/u/.ssh/id_rsa") {
 		t.Errorf("hard-linked key: err = %v", err)
 	}
+	// A write-protected file with a second name: the hook, the rc file.
+	for _, f := range []string{testWS + "/.git/hooks/pre-commit*2", "/home/u/.bashrc*2", "/home/u/.ssh/keys/deep/id_work*2"} {
+		fsys = newMemFS(append(append([]string(nil), system...), f)...)
+		name := f[:strings.IndexByte(f, '*')]
+		if _, err := NewPlan(m, 7, fsys, Options{}); !errors.Is(err, ErrHardLink) || !strings.Contains(err.Error(), name) {
+			t.Errorf("hard-linked %s: err = %v", name, err)
+		}
+	}
 	// The scan bound.
 	if _, err := NewPlan(m, 7, newMemFS(system...), Options{MaxEntries: 3}); !errors.Is(err, ErrScanLimit) {
 		t.Errorf("scan limit: err = %v", err)
@@ -243,3 +251,41 @@ func TestAccessString(t *testing.T) {
 }
 
 func globMatch(pattern, name string) (bool, error) { return doublestar.Match(pattern, name) }
+
+// TestPlanLinks: a protected name that is a symlink to a file the policy
+// protects less is reported, so that the caller protects the target.
+func TestPlanLinks(t *testing.T) {
+	m := compile(t, basePolicy)
+	fsys := newMemFS(append(append([]string(nil), system...), "/home/u/.profile@", testWS+"/dotfiles/profile", testWS+"/.envrc@", "/etc/envrc")...)
+	fsys.targets = map[string]string{"/home/u/.profile": testWS + "/dotfiles/profile", testWS + "/.envrc": "/etc/envrc", testWS + "/link": "/usr/bin/cat"}
+	pl, err := NewPlan(m, 7, fsys, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ~/.profile (write-protected) leads into the workspace (write): reported.
+	// .envrc leads to /etc (read): no more than the name. link: not protected.
+	if len(pl.Links) != 1 || pl.Links[0] != (Link{"/home/u/.profile", testWS + "/dotfiles/profile"}) {
+		t.Errorf("links = %+v", pl.Links)
+	}
+}
+
+// TestPlanScanRoots: anywhere-patterns are resolved only in the scan
+// roots; elsewhere the plan says so.
+func TestPlanScanRoots(t *testing.T) {
+	m := compile(t, basePolicy+`deny_paths = ["**/.env"]`+"\n")
+	fsys := newMemFS(append(append([]string(nil), system...), "/usr/share/x/.env")...)
+	pl, err := NewPlan(m, 7, fsys, Options{ScanRoots: []string{testHome, testWS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pl.Grants("/usr/share/x/.env", TypeFile); got&ReadFile == 0 || len(pl.Warnings) == 0 || !strings.Contains(pl.Warnings[0], "/usr") {
+		t.Errorf("outside the scan roots: grants %s, warnings %q", got, pl.Warnings)
+	}
+	if got := pl.Grants(testWS+"/.env", TypeFile); got != 0 {
+		t.Errorf("inside: %s", got)
+	}
+	all, err := NewPlan(m, 7, fsys, Options{})
+	if err != nil || all.Grants("/usr/share/x/.env", TypeFile) != 0 || len(all.Warnings) != 0 {
+		t.Errorf("everywhere: %v %s %q", err, all.Grants("/usr/share/x/.env", TypeFile), all.Warnings)
+	}
+}

@@ -201,3 +201,31 @@ func (p *Policy) ExecRestricted() bool {
 	}
 	return false
 }
+
+// ProtectLinkTarget adds to p a rule that gives target, the canonical path a
+// symlink at link leads to, the protection r gives link (a write
+// protection, or a deny, prompt or prompt-write tier). The kernel follows
+// the link and decides on the target, so without it a protected name such
+// as ~/.bashrc that is a symlink into a write tree would be writable. dir
+// extends the rule to everything below target. The rule's Source says
+// where it came from.
+func (p *Policy) ProtectLinkTarget(link, target string, dir bool, r *Rule) error {
+	switch {
+	case r.Kind == KindWriteProtect:
+	case r.Kind == KindTier && r.Tier <= PromptWrite:
+	default:
+		return fmt.Errorf("rules: %s does not protect %s", r.Pattern, link)
+	}
+	expanded := EscapeLiteral(target)
+	if dir && target != "/" {
+		expanded += "/**"
+	}
+	globs, err := ParsePattern(expanded)
+	if err != nil {
+		return fmt.Errorf("rules: protecting %s, the target of %s: %w", target, link, err)
+	}
+	src := r.Source
+	src.Key = fmt.Sprintf("%s, through the symlink %s", src.Key, link)
+	p.Rules = append(p.Rules, &Rule{Pattern: expanded, Expanded: expanded, Globs: globs, Kind: r.Kind, Tier: r.Tier, Note: r.Note, Source: src})
+	return nil
+}

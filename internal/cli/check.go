@@ -354,10 +354,13 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 		abi = landlock.MinABI
 		c.errorf("this kernel has no Landlock (%s); showing the plan for ABI %d", k.Reason, abi)
 	}
-	pl, err := landlock.NewPlan(p.m, abi, landlock.OS(), landlock.Options{Canaries: []string{e.launcher.StateDir}})
+	pl, _, err := e.planFloor(p, abi, e.launcher.StateDir)
 	if err != nil {
 		c.errorf("check: %s", strings.TrimPrefix(err.Error(), "landlock: "))
 		return ExitFailure
+	}
+	for _, w := range pl.Warnings {
+		c.errorf("warning: %s", w)
 	}
 	if jsonOut {
 		writeJSON(c.stdout, struct {

@@ -221,11 +221,25 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 			lp.Executable = r
 		}
 	}
-	// Resolve what exists, so that the rules match canonical paths.
+	// Resolve what exists, so that the rules match canonical paths (a
+	// HOME that is a symlink, as /home -> /var/home on Fedora Silverblue).
 	for _, p := range []*string{&lp.ConfigDir, &lp.StateDir, &lp.RuntimeDir, &lp.AgentsDir} {
 		if *p != "" {
 			if c, err := canonical(*p); err == nil {
 				*p = c
+			}
+		}
+	}
+	// Config files as given and as resolved: replacing the given name (a
+	// symlink) would redirect the next session as much as editing the file.
+	for _, f := range slices.Clone(lp.ConfigFiles) {
+		dir := strings.HasSuffix(f, "/")
+		if c, err := canonical(strings.TrimSuffix(f, "/")); err == nil {
+			if dir {
+				c += "/"
+			}
+			if c != f && !slices.Contains(lp.ConfigFiles, c) {
+				lp.ConfigFiles = append(lp.ConfigFiles, c)
 			}
 		}
 	}

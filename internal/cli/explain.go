@@ -55,6 +55,16 @@ func (c *command) explain(args []string) int {
 			return ExitFailure
 		}
 		ex := p.m.Explain(path, op)
+		if lex, err := absClean(arg); err == nil && lex != path && op != tiers.OpDelete && protectingRule(p.m, lex) != nil {
+			// A protected name that is a symlink (~/.bashrc into a dotfiles
+			// repository): run extends its protection to the target, which
+			// is what the kernel decides on.
+			if lx := p.m.Explain(lex, op); lx.Decision.Verdict < ex.Decision.Verdict {
+				lx.Decision.Why += fmt.Sprintf("; %s leads to %s, and run extends the protection of the name to it", display(arg), display(path))
+				lx.Path = path
+				ex = lx
+			}
+		}
 		switch ex.Decision.Verdict {
 		case tiers.Denied:
 			status = ExitDenied

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -76,15 +77,18 @@ func (c *command) run(args []string) int {
 	}
 
 	if k.ABI >= 1 {
-		// The canary: the state directory is on the built-in denylist.
-		if err := os.MkdirAll(e.launcher.StateDir, 0o700); err != nil {
-			c.errorf("run: creating the state directory: %v", err)
+		canary, err := prepareCanary(e.launcher.StateDir)
+		if err != nil {
+			c.errorf("run: %v; nothing was run", err)
 			return ExitFailure
 		}
-		plan, err = landlock.NewPlan(p.m, k.ABI, landlock.OS(), landlock.Options{Canaries: []string{e.launcher.StateDir}})
+		plan, p, err = e.planFloor(p, k.ABI, canary)
 		if err != nil {
 			c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
 			return ExitFailure
+		}
+		for _, w := range plan.Warnings {
+			c.errorf("warning: %s", w)
 		}
 		mi, err := os.ReadFile("/proc/self/mountinfo")
 		if err != nil {
@@ -222,4 +226,32 @@ func (c *command) detectLandlock() (landlock.Kernel, error) {
 		k.Errata, k.Reason = 0, "no Landlock (simulated by "+simulateABIVar+"=0)"
 	}
 	return k, nil
+}
+
+// prepareCanary makes the canary the init stage probes: a file in the
+// state directory (on the built-in denylist) that this user can certainly
+// read, so that a failing open inside can only be Landlock's doing. The
+// agent of an earlier session may have chmod-ed them (metadata is not
+// Landlock's to guard): the modes are restored, and the open is checked
+// here first.
+func prepareCanary(stateDir string) (string, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the state directory: %w", err)
+	}
+	if err := os.Chmod(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(stateDir, "canary")
+	if err := os.WriteFile(path, []byte("agent-launcher canary: the session's floor must deny opening this\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing the canary: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return "", fmt.Errorf("canary: %w", err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("the canary %s cannot be opened even outside the sandbox: %w", path, err)
+	}
+	f.Close()
+	return path, nil
 }

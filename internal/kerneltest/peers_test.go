@@ -562,3 +562,25 @@ func TestKnownLimitLateEnvUncarved(t *testing.T) {
 	// Control: the same file is denied in the next session.
 	wantErr(t, "the late .env in the next session", s.agent("read", s.ws+"/sub/.env"), "EACCES")
 }
+
+// TestKnownLimitLinkedAnywhereMatch pins a documented limit (README, known
+// limits): a file that only a name pattern ("~/**/.env") protects, in a
+// tree no rule grants, hard-linked into a granted tree before launch, is
+// not found by the start-up check, which lists no such tree; the agent
+// reads it through the granted name. The same link to a file a literal
+// rule protects (~/.ssh/**, at any depth) is refused (TestAttackCorpus,
+// row 13). When the launcher closes this gap, this test fails and must be
+// turned around.
+func TestKnownLimitLinkedAnywhereMatch(t *testing.T) {
+	s := newSandbox(t, standard)
+	other := s.write("home/other/.env", envSec)
+	s.mkdir("home/proj/rw")
+	if err := os.Link(other, s.ws+"/rw/settings.txt"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "control: the .env itself", s.agent("read", other), "EACCES")
+	r := s.agent("read", s.ws+"/rw/settings.txt")
+	if r.code != 0 || !strings.Contains(r.stdout, envSec) {
+		t.Errorf("the documented limit changed: the hard-linked .env is now %s; update the README and this test", r)
+	}
+}

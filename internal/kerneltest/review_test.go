@@ -36,7 +36,8 @@ func TestHardLinkedWriteProtection(t *testing.T) {
 	hook := s.write("home/proj/.git/hooks/pre-commit", "#!/bin/sh\n")
 	s.write("home/proj/.git/config", "[core]\n")
 	bashrc := s.write("home/.bashrc", "# rc\n")
-	if r := s.agent("write", s.ws+"/x", "1"); r.code != 0 {
+	s.write("home/proj/sub/x", "")
+	if r := s.agent("write", s.ws+"/sub/x", "1"); r.code != 0 {
 		t.Fatalf("control: %s", r)
 	}
 	for _, c := range []struct{ name, target, link string }{
@@ -89,9 +90,10 @@ func TestGrantedFileMovedOverProtectedName(t *testing.T) {
 	s := newSandbox(t, standard)
 	s.write("home/proj/.env", envSec) // carves the workspace, which is then watched
 	s.write("home/proj/sample.json", "{}")
-	marker, goOn := s.ws+"/started", s.path("go")
+	s.mkdir("home/proj/sub")
+	marker, goOn := s.ws+"/sub/started", s.path("go")
 	cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
-		"/bin/sh", "-c", "echo > started || exit 9; while [ ! -e "+goOn+" ]; do sleep 0.05; done; sleep 0.3")
+		"/bin/sh", "-c", "echo > sub/started || exit 9; while [ ! -e "+goOn+" ]; do sleep 0.05; done; sleep 0.3")
 	cmd.Env = s.env()
 	cmd.Dir = s.ws
 	var errb strings.Builder
@@ -147,6 +149,7 @@ func TestSymlinkedHomeConfig(t *testing.T) {
 	def := home + "/.config/agent-launcher/config.toml"
 	os.MkdirAll(filepath.Dir(def), 0o755)
 	os.WriteFile(def, []byte("# the operator's\n"), 0o644)
+	os.WriteFile(home+"/.config/other.txt", nil, 0o644)
 	s.extraEnv = []string{"XDG_CONFIG_HOME=" + home + "/.dotconfig"}
 	r := s.exec(launcher, "run", "--workspace", s.ws, "--", agent, "append", def, "\n[file_policy]\ndefault = \"write\"\n")
 	wantErr(t, "write the default-location config through a symlinked HOME", r, "EACCES")
@@ -162,17 +165,18 @@ func TestNonUTF8(t *testing.T) {
 	bad := "d\xffir"
 	s.write("home/proj/"+bad+"/f", "x")
 	arg := "a\xffb"
-	r := s.launch("/bin/sh", "-c", `printf %s "$1" > out; printf %s "$LATIN" > env`, "sh", arg)
+	s.mkdir("home/proj/o")
+	r := s.launch("/bin/sh", "-c", `printf %s "$1" > o/out`, "sh", arg)
 	if r.code != 0 {
 		t.Fatalf("a non-UTF-8 name or argument broke the launch: %s", r)
 	}
-	if b, _ := os.ReadFile(s.ws + "/out"); string(b) != arg {
+	if b, _ := os.ReadFile(s.ws + "/o/out"); string(b) != arg {
 		t.Errorf("argument %q arrived as %q", arg, b)
 	}
 	wantOK(t, "write inside a directory with a non-UTF-8 name", s.agent("write", s.ws+"/"+bad+"/g", "y"))
 	s.extraEnv = []string{"LATIN=caf\xe9"}
-	s.launch("/bin/sh", "-c", `printf %s "$LATIN" > env2`)
-	if b, _ := os.ReadFile(s.ws + "/env2"); string(b) != "caf\xe9" {
+	s.launch("/bin/sh", "-c", `printf %s "$LATIN" > o/env2`)
+	if b, _ := os.ReadFile(s.ws + "/o/env2"); string(b) != "caf\xe9" {
 		t.Errorf("environment arrived as %q", b)
 	}
 }

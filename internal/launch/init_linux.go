@@ -97,7 +97,7 @@ func InitMain() int {
 	if err := readFrame(sock, &goMsg); err != nil || goMsg.Type != msgGo {
 		return 125 // the supervisor gave up; it reports why
 	}
-	err := unix.Exec(cfg.Path, cfg.Argv, cfg.Env)
+	err := unix.Exec(string(cfg.Path), toStrings(cfg.Argv), toStrings(cfg.Env))
 	var errno unix.Errno
 	errors.As(err, &errno)
 	_ = writeFrame(sock, report{Type: msgExecError, Errno: int(errno), Msg: err.Error()})

@@ -76,16 +76,18 @@ type initConfig struct {
 	Rules    []wireRule `json:"rules"`
 	Handled  uint64     `json:"handled"`
 	Scoped   uint64     `json:"scoped"`
-	Canary   string     `json:"canary"`
+	// Paths, arguments and the environment are bytes, which JSON carries
+	// as base64: a string field would replace bytes that are not UTF-8.
+	Canary []byte `json:"canary"`
 	// Path is the program, resolved by the supervisor; Argv its arguments.
-	Path string   `json:"path"`
-	Argv []string `json:"argv"`
-	Env  []string `json:"env"`
+	Path []byte   `json:"path"`
+	Argv [][]byte `json:"argv"`
+	Env  [][]byte `json:"env"`
 }
 
 // wireRule is a landlock.Rule with its access as a number.
 type wireRule struct {
-	Path   string `json:"path"`
+	Path   []byte `json:"path"`
 	Dir    bool   `json:"dir"`
 	Access uint64 `json:"access"`
 	Dev    uint64 `json:"dev"`
@@ -94,12 +96,12 @@ type wireRule struct {
 
 // newConfig encodes what the init stage needs of pl (nil: unconfined).
 func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
-	cfg := initConfig{Type: msgConfig, Path: path, Argv: argv, Env: env}
+	cfg := initConfig{Type: msgConfig, Path: []byte(path), Argv: toBytes(argv), Env: toBytes(env)}
 	if pl != nil {
 		cfg.Confined = true
-		cfg.Handled, cfg.Scoped, cfg.Canary = uint64(pl.Handled), uint64(pl.Scoped), pl.Canary
+		cfg.Handled, cfg.Scoped, cfg.Canary = uint64(pl.Handled), uint64(pl.Scoped), []byte(pl.Canary)
 		for _, r := range pl.Rules {
-			cfg.Rules = append(cfg.Rules, wireRule{r.Path, r.Dir, uint64(r.Access), r.Dev, r.Ino})
+			cfg.Rules = append(cfg.Rules, wireRule{[]byte(r.Path), r.Dir, uint64(r.Access), r.Dev, r.Ino})
 		}
 	}
 	return cfg
@@ -107,9 +109,9 @@ func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
 
 // plan decodes the Landlock part of cfg.
 func (cfg *initConfig) plan() *landlock.Plan {
-	pl := &landlock.Plan{Handled: landlock.Access(cfg.Handled), Scoped: landlock.Scope(cfg.Scoped), Canary: cfg.Canary}
+	pl := &landlock.Plan{Handled: landlock.Access(cfg.Handled), Scoped: landlock.Scope(cfg.Scoped), Canary: string(cfg.Canary)}
 	for _, r := range cfg.Rules {
-		pl.Rules = append(pl.Rules, landlock.Rule{Path: r.Path, Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino})
+		pl.Rules = append(pl.Rules, landlock.Rule{Path: string(r.Path), Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino})
 	}
 	return pl
 }
@@ -165,4 +167,20 @@ func readFrame(r io.Reader, v any) error {
 		return fmt.Errorf("sync: %w", err)
 	}
 	return nil
+}
+
+func toBytes(ss []string) [][]byte {
+	out := make([][]byte, len(ss))
+	for i, s := range ss {
+		out[i] = []byte(s)
+	}
+	return out
+}
+
+func toStrings(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
 }

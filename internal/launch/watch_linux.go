@@ -26,6 +26,11 @@ func watchCarved(pl *landlock.Plan, notice func(string)) (stop func()) {
 		notice("cannot watch the carved directories (inotify_init1: " + err.Error() + "); entries replaced from outside stay unreachable to the agent without notice")
 		return func() {}
 	}
+	// Inodes with their own rule keep it wherever they are moved.
+	granted := map[[2]uint64]string{}
+	for _, r := range pl.Rules {
+		granted[[2]uint64{r.Dev, r.Ino}] = r.Path
+	}
 	dirs := map[int32]string{}
 	for _, c := range pl.Carved {
 		if strings.Contains(c.Kept, "make_") {
@@ -64,6 +69,13 @@ func watchCarved(pl *landlock.Plan, notice func(string)) (stop func()) {
 					msg = dir + " was moved or deleted from outside the session; what replaces it is unreachable to the agent until its next session (Landlock rules bind to the files that existed at launch)"
 				case ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0:
 					key = dir + "/" + name
+					var st unix.Stat_t
+					if unix.Lstat(key, &st) == nil {
+						if from, ok := granted[[2]uint64{st.Dev, st.Ino}]; ok && from != key {
+							msg = "WARNING: " + key + " is now " + from + ", moved there from outside the session; the agent was granted that file at launch and can still reach it under the new name, whatever the policy says of it (Landlock rules follow the file). End the session if it holds anything the agent must not see"
+							break
+						}
+					}
 					msg = key + " was created or replaced from outside the session; the agent cannot reach it until its next session (Landlock rules bind to the files that existed at launch)"
 				default:
 					continue
