@@ -1,8 +1,11 @@
 package landlock
 
 import (
+	"sync"
+
 	"errors"
 	"fmt"
+	"github.com/agent-launcher/agent-launcher/tiers"
 	"strings"
 	"testing"
 )
@@ -87,9 +90,25 @@ func fuzzTree(spec []byte) *memFS {
 	return fsys
 }
 
+// matchers caches compiled policies across fuzz inputs: compiling the
+// built-in rules dominates an input's cost, and mutations often keep the
+// policy.
+var (
+	matchersMu sync.Mutex
+	matchers   = map[string]*tiers.Matcher{}
+)
+
 func checkPlanProperty(t *testing.T, policy, tree []byte) {
 	doc := fuzzDoc(policy)
-	m := compile(t, doc)
+	matchersMu.Lock()
+	m, ok := matchers[doc]
+	matchersMu.Unlock()
+	if !ok {
+		m = compile(t, doc)
+		matchersMu.Lock()
+		matchers[doc] = m
+		matchersMu.Unlock()
+	}
 	fsys := fuzzTree(tree)
 	for _, abi := range []int{1, 3, 7} {
 		pl, err := NewPlan(m, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}})
