@@ -86,6 +86,11 @@ func addRule(rulesetFD int, r Rule) error {
 		flags |= unix.O_DIRECTORY
 	}
 	fd, err := unix.Open(r.Path, flags, 0)
+	if errors.Is(err, unix.ENOENT) {
+		// Removed since planning: nothing there to grant, and whatever is
+		// made there later has no rule (fail closed).
+		return nil
+	}
 	if err != nil {
 		return &RuleError{r.Path, fmt.Errorf("open: %w", err)}
 	}

@@ -202,30 +202,29 @@ func (p *Policy) ExecRestricted() bool {
 	return false
 }
 
-// ProtectLinkTarget adds to p a rule that gives target, the canonical path a
-// symlink at link leads to, the protection r gives link (a write
-// protection, or a deny, prompt or prompt-write tier). The kernel follows
-// the link and decides on the target, so without it a protected name such
-// as ~/.bashrc that is a symlink into a write tree would be writable. dir
-// extends the rule to everything below target. The rule's Source says
-// where it came from.
-func (p *Policy) ProtectLinkTarget(link, target string, dir bool, r *Rule) error {
-	switch {
-	case r.Kind == KindWriteProtect:
-	case r.Kind == KindTier && r.Tier <= PromptWrite:
-	default:
-		return fmt.Errorf("rules: %s does not protect %s", r.Pattern, link)
+// Protects reports whether r protects what it matches beyond a plain read
+// grant: a write protection, or a deny, prompt or prompt-write tier rule.
+func (r *Rule) Protects() bool {
+	return r.Kind == KindWriteProtect || r.Kind == KindTier && r.Tier <= PromptWrite
+}
+
+// AddDerived adds to p a rule that gives the paths pattern (an expanded
+// glob) the protection r gives, because they are what r's paths lead to
+// through symlinks: the kernel follows symlinks and decides on the target,
+// so without it a protected name such as ~/.bashrc that is a symlink into a
+// write tree would be writable. via names the symlink for the rule's
+// Source. It refuses a rule that does not protect (Protects).
+func (p *Policy) AddDerived(r *Rule, pattern, via string) (*Rule, error) {
+	if !r.Protects() {
+		return nil, fmt.Errorf("rules: %s does not protect %s", r.Pattern, via)
 	}
-	expanded := EscapeLiteral(target)
-	if dir && target != "/" {
-		expanded += "/**"
-	}
-	globs, err := ParsePattern(expanded)
+	globs, err := ParsePattern(pattern)
 	if err != nil {
-		return fmt.Errorf("rules: protecting %s, the target of %s: %w", target, link, err)
+		return nil, fmt.Errorf("rules: protecting %s, where %s leads: %w", pattern, via, err)
 	}
 	src := r.Source
-	src.Key = fmt.Sprintf("%s, through the symlink %s", src.Key, link)
-	p.Rules = append(p.Rules, &Rule{Pattern: expanded, Expanded: expanded, Globs: globs, Kind: r.Kind, Tier: r.Tier, Note: r.Note, Source: src})
-	return nil
+	src.Key = fmt.Sprintf("%s, through the symlink %s", src.Key, via)
+	d := &Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: r.Kind, Tier: r.Tier, Note: r.Note, Source: src}
+	p.Rules = append(p.Rules, d)
+	return d, nil
 }

@@ -354,7 +354,10 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 		abi = landlock.MinABI
 		c.errorf("this kernel has no Landlock (%s); showing the plan for ABI %d", k.Reason, abi)
 	}
-	pl, _, err := e.planFloor(p, abi, e.launcher.StateDir)
+	pl, _, notes, err := e.planFloor(p, abi, e.launcher.StateDir)
+	for _, n := range notes {
+		c.errorf("%s", n)
+	}
 	if err != nil {
 		c.errorf("check: %s", strings.TrimPrefix(err.Error(), "landlock: "))
 		return ExitFailure

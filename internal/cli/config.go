@@ -264,6 +264,9 @@ func (e *env) load(agent string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := protectResolved(pol); err != nil {
+		return nil, err
+	}
 	// The compiled automata are cached in the state directory: compiling
 	// the built-in rules costs more than the rest of a launch.
 	m, err := tiers.CompileCached(pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})

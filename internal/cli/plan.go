@@ -1,60 +1,155 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
 
-// maxLinkRounds bounds the re-planning for symlinked protected names.
+// The policy decides on canonical paths, and the kernel follows symlinks.
+// A protected name that is, or lies under, a symlink (~/.bashrc into a
+// dotfiles repository in the workspace, ~/.config linked there whole,
+// .git/hooks into the project) would lose its protection: what the agent
+// reaches is the target, which the policy may grant. Two passes extend the
+// protection to the targets:
+//
+//   - protectResolved, for every command: each protecting rule whose
+//     literal leading part resolves elsewhere gets a twin rule at the
+//     resolved place (the operator's own layout, read before anything ran);
+//   - planFloor, for run and check --landlock: symlinks the planner meets in
+//     granted trees whose own name a rule protects (a .git/hooks link in the
+//     workspace). These the agent of an earlier session may have planted, so
+//     they are extended only into the home directory or the workspace, never
+//     over either's root or an ancestor of it, to a directory only for a
+//     rule that protects trees, and each is named at start.
+
+// protectResolved adds, for each protecting rule (rules.Rule.Protects) whose
+// leading literal segments pass through a symlink, the same rule at the
+// resolved location. It reads only those paths' components.
+func protectResolved(pol *rules.Policy) error {
+	memo := map[string]string{}
+	for _, r := range pol.Rules {
+		if !r.Protects() {
+			continue
+		}
+		for _, g := range r.Globs {
+			segs := strings.Split(g.Text, "/")
+			k := 1 // segs[0] is "" before the leading "/"
+			for k < len(segs) && !rules.HasMeta(segs[k]) {
+				k++
+			}
+			prefix := strings.Join(segs[:k], "/")
+			if prefix == "" || !strings.HasPrefix(g.Text, "/") {
+				continue
+			}
+			resolved, ok := memo[prefix]
+			if !ok {
+				c, err := canonical(prefix)
+				if err != nil {
+					c = prefix // unresolvable: the kernel cannot follow it either
+				}
+				memo[prefix], resolved = c, c
+			}
+			if resolved == prefix {
+				continue
+			}
+			pattern := rules.EscapeLiteral(resolved)
+			if k < len(segs) {
+				pattern += "/" + strings.Join(segs[k:], "/")
+			}
+			if _, err := pol.AddDerived(r, pattern, prefix); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// maxLinkRounds bounds the re-planning for symlinks found in granted trees.
 const maxLinkRounds = 3
 
-// planFloor plans the Landlock floor for p on ABI abi. A protected name
-// that is a symlink to a file the policy protects less (~/.bashrc into a
-// dotfiles repository in the workspace, .git/hooks into the project) gets
-// its protection extended to the target, and the plan is made again with
-// the policy so extended; the returned compiled policy is that one.
-func (e *env) planFloor(p *compiled, abi int, canary string) (*landlock.Plan, *compiled, error) {
+// planFloor plans the Landlock floor for p on ABI abi, extending the
+// protection of protected names that are symlinks in granted trees to
+// their targets (see above) and planning again; the returned compiled
+// policy is the one planned. notes name each extension, for the operator.
+func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan, out *compiled, notes []string, err error) {
 	opts := landlock.Options{ScanRoots: []string{e.home, e.workspace}}
 	if canary != "" {
 		opts.Canaries = []string{canary}
 	}
+	done := map[string]bool{}
 	for round := 0; ; round++ {
 		pl, err := landlock.NewPlan(p.m, abi, landlock.OS(), opts)
 		if err != nil {
-			return nil, p, err
+			return nil, p, notes, err
 		}
 		added := 0
 		for _, l := range pl.Links {
+			if done[l.Path] {
+				continue
+			}
+			done[l.Path] = true
 			r := protectingRule(p.m, l.Path)
 			if r == nil {
 				continue
 			}
+			if !e.extendable(l.Target) {
+				notes = append(notes, fmt.Sprintf("%s is protected (%s) but leads to %s; the protection is not extended there (outside the home directory and the workspace, or over a root of them)", display(l.Path), ruleName(r), display(l.Target)))
+				continue
+			}
 			st, err := os.Stat(l.Target)
 			if err != nil {
-				continue // a dangling link: the kernel cannot follow it either
+				continue // dangling: the kernel cannot follow it either
 			}
-			if err := p.pol.ProtectLinkTarget(l.Path, l.Target, st.IsDir(), r); err != nil {
-				return nil, p, err
+			if st.IsDir() && !treeRule(r) {
+				// A name rule (x.key, .envrc) protects a file; a link by
+				// that name to a directory does not make the directory one.
+				notes = append(notes, fmt.Sprintf("%s is protected as a file (%s) but leads to the directory %s; the protection is not extended there", display(l.Path), ruleName(r), display(l.Target)))
+				continue
 			}
+			pattern := rules.EscapeLiteral(l.Target)
+			if st.IsDir() {
+				pattern += "/**"
+			}
+			if _, err := p.pol.AddDerived(r, pattern, l.Path); err != nil {
+				return nil, p, notes, err
+			}
+			notes = append(notes, fmt.Sprintf("%s is protected (%s) and leads to %s: protecting that too", display(l.Path), ruleName(r), display(l.Target)))
 			added++
 		}
 		if added == 0 {
-			return pl, p, nil
+			return pl, p, notes, nil
 		}
 		if round == maxLinkRounds {
-			return nil, p, fmt.Errorf("symlinks to protected names keep changing the plan (%s -> %s); resolve them", pl.Links[0].Path, pl.Links[0].Target)
+			return nil, p, notes, errors.New("symlinks to protected names keep changing the plan; " + strings.Join(notes, "; "))
 		}
 		m, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 		if err != nil {
-			return nil, p, err
+			return nil, p, notes, err
 		}
 		p = &compiled{name: p.name, pol: p.pol, m: m}
 	}
+}
+
+// extendable reports whether a protection may be extended to target: it
+// lies strictly inside the home directory or the workspace, and is not the
+// workspace or an ancestor of it.
+func (e *env) extendable(target string) bool {
+	inside := func(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
+	if target == e.workspace || inside(e.workspace, target) || inside(e.home, target) || target == e.home {
+		return false
+	}
+	return inside(target, e.workspace) || inside(target, e.home)
+}
+
+func ruleName(r *rules.Rule) string {
+	return fmt.Sprintf("%q, %s", r.Pattern, r.Source)
 }
 
 // protectingRule returns the rule that protects the name path against
@@ -70,8 +165,19 @@ func protectingRule(m *tiers.Matcher, path string) *rules.Rule {
 		}
 	}
 	r := ex.Decision.Rule
-	if r.Expanded != "(default)" && r.Kind == rules.KindTier && r.Tier <= rules.PromptWrite {
+	if r.Expanded != "(default)" && r.Protects() {
 		return r
 	}
 	return nil
+}
+
+// treeRule reports whether r protects whole trees (a pattern ending in
+// "/**", such as .git/hooks/**) rather than single names.
+func treeRule(r *rules.Rule) bool {
+	for _, g := range r.Globs {
+		if strings.HasSuffix(g.Text, "/**") {
+			return true
+		}
+	}
+	return false
 }

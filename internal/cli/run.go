@@ -82,7 +82,11 @@ func (c *command) run(args []string) int {
 			c.errorf("run: %v; nothing was run", err)
 			return ExitFailure
 		}
-		plan, p, err = e.planFloor(p, k.ABI, canary)
+		var notes []string
+		plan, p, notes, err = e.planFloor(p, k.ABI, canary)
+		for _, n := range notes {
+			c.errorf("%s", n)
+		}
 		if err != nil {
 			c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
 			return ExitFailure

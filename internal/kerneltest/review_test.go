@@ -201,3 +201,60 @@ func TestCanaryWithoutDAC(t *testing.T) {
 	}
 	_ = strconv.Itoa
 }
+
+// Regression tests for the second review.
+
+// TestSymlinkedProtectedParent: ~/.config as a whole is a symlink into the
+// workspace (a dotfiles layout). What the built-in lists protect below it
+// (gh's token, git's config) stays protected at the place it leads to.
+func TestSymlinkedProtectedParent(t *testing.T) {
+	s := newSandbox(t, standard)
+	token := s.write("home/proj/dotconfig/gh/hosts.yml", "oauth_token: "+sshKey)
+	gitcfg := s.write("home/proj/dotconfig/git/config", "[user]\n")
+	other := s.write("home/proj/dotconfig/other.conf", "x")
+	if err := os.Symlink(s.ws+"/dotconfig", s.home+"/.config"); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "control: bare reads the token", s.bare("read", s.home+"/.config/gh/hosts.yml"))
+	wantErr(t, "read the token through ~/.config", s.agent("read", s.home+"/.config/gh/hosts.yml"), "EACCES")
+	wantErr(t, "read the token where it lives", s.agent("read", token), "EACCES")
+	wantErr(t, "write git's config where it lives", s.agent("append", gitcfg, "[core]\n\tfsmonitor = evil\n"), "EACCES")
+	wantOK(t, "control: the rest of the linked directory is writable", s.agent("append", other, "y"))
+	r := s.exec(launcher, "explain", "--config", s.config, "--workspace", s.ws, token)
+	if r.code != 1 || !strings.Contains(r.stdout, "through the symlink") {
+		t.Errorf("explain does not say the token is protected through the symlink: %s", r)
+	}
+}
+
+// TestSymlinkedDotfileDefaultPolicy: ~/.bashrc as a symlink into the
+// workspace under a policy that denies the rest of the home directory
+// starts, and the target is write-protected.
+func TestSymlinkedDotfileDefaultPolicy(t *testing.T) {
+	s := newSandbox(t, standard)
+	rc := s.write("home/proj/dotfiles/bashrc", "# rc\n")
+	readme := s.write("home/proj/dotfiles/README", "")
+	if err := os.Symlink(rc, s.home+"/.bashrc"); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "write the rc file through the workspace", s.agent("append", rc, "evil\n"), "EACCES")
+	wantOK(t, "control: the rest of the workspace", s.agent("append", readme, "x"))
+}
+
+// TestPlantedLinksNextSession: symlinks the agent plants in its workspace
+// in one session must not make the next session grant more, and must not
+// turn the workspace read-only or deny the system through a derived rule.
+func TestPlantedLinksNextSession(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/src/a.go", "package a\n")
+	r := s.sh("ln -s .. src/.envrc && ln -s /usr src/x.pem && ln -s " + s.home + "/.ssh src/keys.pem && ln -s " + s.ws + "/src src/sub.key")
+	if r.code != 0 {
+		t.Fatalf("planting: %s", r)
+	}
+	r = s.agent("append", s.ws+"/src/a.go", "// next session\n")
+	wantOK(t, "the next session still writes the workspace", r)
+	wantOK(t, "the next session still reads /usr", s.agent("read", "/usr/bin/env"))
+	wantErr(t, "the key stays denied", s.agent("read", s.home+"/.ssh/id_ed25519"), "EACCES")
+	if !strings.Contains(r.stderr, "src/.envrc") {
+		t.Errorf("the start-up lines do not name the planted link: %s", r.stderr)
+	}
+}
