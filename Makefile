@@ -34,8 +34,12 @@ test: deps build
 demo: deps build
 	@./scripts/demo $(BIN)
 
-bench:
+# The tiers micro-benchmarks, then the Landlock floor beside a minimal C
+# reference of the same arms (bench/floor.c), in one run: start-up, open(),
+# whole workloads. Needs gcc, git and tar.
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./tiers
+	$(GO) run ./bench/cmd/floorbench -launcher $(BIN)
 
 # Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).
 fuzz:

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -110,7 +111,9 @@ func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 	return d, nil
 }
 
-var typeErrRe = regexp.MustCompile(`cannot decode TOML ([\w ]+?) into (?:.* of type )?(\S+)`)
+var typeErrRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`cannot decode TOML ([\w ]+?) into (?:.* of type )?(\S+)`)
+})
 
 // decodeErrors turns go-toml's errors into file:line: key: sentences.
 func decodeErrors(name string, data []byte, err error) ErrorList {
@@ -135,7 +138,7 @@ func decodeErrors(name string, data []byte, err error) ErrorList {
 		row, _ := de.Position()
 		key := strings.Join(de.Key(), ".")
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
-		if m := typeErrRe.FindStringSubmatch(msg); m != nil {
+		if m := typeErrRe().FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("expected %s, found %s", goTypeName(m[2]), tomlTypeName(m[1]))
 		} else if strings.Contains(msg, "already defined") {
 			// go-toml names the key relative to its table.

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -63,7 +64,7 @@ type Options struct {
 // make the launcher read without end.
 const maxPolicyBytes = 16 << 20
 
-var agentNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+var agentNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
 
 // Load reads, validates, layers and expands a policy. A policy with any
 // problem is refused: the error is an ErrorList whose entries name file,
@@ -79,7 +80,7 @@ func Load(opts Options) (*Policy, error) {
 	var overlayAgent *agentDoc
 	overlayPrefix := ""
 	if opts.Agent != "" {
-		if !agentNameRe.MatchString(opts.Agent) {
+		if !agentNameRe().MatchString(opts.Agent) {
 			return nil, ErrorList{{Key: "agent", Msg: fmt.Sprintf("%q is not a valid agent name; use letters, digits, '.', '_' and '-'", opts.Agent)}}
 		}
 		inFile := global.tree.Agents[opts.Agent]
@@ -161,7 +162,7 @@ func AgentNames(opts Options) ([]string, error) {
 			return nil, fmt.Errorf("rules: list agents: %w", err)
 		}
 		for _, e := range entries {
-			if name, ok := strings.CutSuffix(e.Name(), ".toml"); ok && !e.IsDir() && agentNameRe.MatchString(name) {
+			if name, ok := strings.CutSuffix(e.Name(), ".toml"); ok && !e.IsDir() && agentNameRe().MatchString(name) {
 				seen[name] = true
 			}
 		}
@@ -196,7 +197,7 @@ func readGlobal(opts *Options) (*document, error) {
 	}
 	d.errs = errs
 	for _, name := range sortedKeys(d.tree.Agents) {
-		if !agentNameRe.MatchString(name) {
+		if !agentNameRe().MatchString(name) {
 			d.errs = append(d.errs, &Error{File: d.name, Line: d.line("agents." + name), Key: "agents." + name,
 				Msg: "not a valid agent name; use letters, digits, '.', '_' and '-'"})
 		}
@@ -794,7 +795,7 @@ type noWorkspaceError string
 
 func (e noWorkspaceError) Error() string { return string(e) }
 
-var varNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var varNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // expand replaces "~" and "<workspace>" at the start of a pattern and
 // ${VAR} anywhere, escaping what they expand to, and rewrites a trailing
@@ -836,7 +837,7 @@ func (b *builder) expand(pattern string) (string, error) {
 				return "", fmt.Errorf("%q: \"${\" is never closed with \"}\"", pattern)
 			}
 			name := rest[2:end]
-			if !varNameRe.MatchString(name) {
+			if !varNameRe().MatchString(name) {
 				return "", fmt.Errorf("%q: ${%s} is not a variable name", pattern, name)
 			}
 			val, ok := "", false

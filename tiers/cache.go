@@ -1,13 +1,12 @@
 package tiers
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/agent-launcher/agent-launcher/rules"
 )
@@ -84,21 +83,169 @@ type wireParts struct {
 	Parts []wirePart
 }
 
+// The entry format: little-endian uint32s. nflat, the part count, then
+// per part its automaton's scalars and length-prefixed slices, and its
+// ids. A hand-rolled format, not gob: decoding is on every launch's path,
+// and gob's reflection costs several milliseconds for the built-in rules.
+type encoder struct{ b []byte }
+
+func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *encoder) u32s(vs []uint32) {
+	e.u32(uint32(len(vs)))
+	for _, v := range vs {
+		e.u32(v)
+	}
+}
+func (e *encoder) i32s(vs []int32) {
+	e.u32(uint32(len(vs)))
+	for _, v := range vs {
+		e.u32(uint32(v))
+	}
+}
+
+type decoder struct {
+	b   []byte
+	err bool
+}
+
+func (d *decoder) u32() uint32 {
+	if len(d.b) < 4 {
+		d.err = true
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b)
+	d.b = d.b[4:]
+	return v
+}
+
+// n reads a length and checks that that many uint32s can follow.
+func (d *decoder) n() int {
+	n := d.u32()
+	if uint64(n)*4 > uint64(len(d.b)) {
+		d.err = true
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) u32s() []uint32 {
+	n := d.n()
+	out := make([]uint32, n)
+	if n == 0 {
+		return out
+	}
+	if littleEndian {
+		// The host's layout is the file's: one copy, not n decodes (the
+		// transition table is most of an entry).
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), d.b[:4*n])
+		d.b = d.b[4*n:]
+		return out
+	}
+	for i := range out {
+		out[i] = d.u32()
+	}
+	return out
+}
+
+func (d *decoder) i32s() []int32 {
+	u := d.u32s()
+	if len(u) == 0 {
+		return []int32{}
+	}
+	return unsafe.Slice((*int32)(unsafe.Pointer(&u[0])), len(u))
+}
+
+// littleEndian is set on little-endian hosts.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
 func encodeParts(parts []part, nflat int) []byte {
-	w := wireParts{Nflat: nflat}
+	var e encoder
+	e.u32(uint32(nflat))
+	e.u32(uint32(len(parts)))
 	for _, pt := range parts {
 		a := pt.a
-		w.Parts = append(w.Parts, wirePart{IDs: pt.ids, A: wireAutomaton{
-			Ncls: a.ncls, Slash: a.slash, ASCII: a.ascii[:], HiLo: a.hiLo, HiCls: a.hiCls,
-			Trans: a.trans, Start: a.start, SinkFrom: a.sinkFrom, Accepts: a.accepts, Sets: a.sets,
-			Nstates: a.nstates, NFANodes: a.nfaNodes,
-		}})
+		e.u32(uint32(a.ncls))
+		e.u32(uint32(a.slash))
+		for _, c := range a.ascii {
+			e.u32(uint32(c))
+		}
+		hi := make([]uint32, len(a.hiLo))
+		for i, r := range a.hiLo {
+			hi[i] = uint32(r)
+		}
+		e.u32s(hi)
+		hc := make([]uint32, len(a.hiCls))
+		for i, c := range a.hiCls {
+			hc[i] = uint32(c)
+		}
+		e.u32s(hc)
+		e.u32s(a.trans)
+		e.u32(a.start)
+		e.u32(a.sinkFrom)
+		e.u32s(a.accepts)
+		e.u32(uint32(len(a.sets)))
+		for _, set := range a.sets {
+			e.i32s(set)
+		}
+		e.u32(uint32(a.nstates))
+		e.u32(uint32(a.nfaNodes))
+		e.i32s(pt.ids)
 	}
-	var b bytes.Buffer
-	if err := gob.NewEncoder(&b).Encode(&w); err != nil {
-		return nil
+	return e.b
+}
+
+func decodeWire(data []byte) (*wireParts, error) {
+	d := &decoder{b: data}
+	w := &wireParts{Nflat: int(d.u32())}
+	n := d.u32()
+	if n > maxParts {
+		return nil, errBadCache
 	}
-	return b.Bytes()
+	for range n {
+		var a wireAutomaton
+		a.Ncls = int(d.u32())
+		a.Slash = uint16(d.u32())
+		a.ASCII = make([]uint16, len(automaton{}.ascii))
+		for i := range a.ASCII {
+			v := d.u32()
+			if v > 1<<16-1 {
+				d.err = true
+			}
+			a.ASCII[i] = uint16(v)
+		}
+		for _, v := range d.u32s() {
+			a.HiLo = append(a.HiLo, rune(v))
+		}
+		for _, v := range d.u32s() {
+			if v > 1<<16-1 {
+				d.err = true
+			}
+			a.HiCls = append(a.HiCls, uint16(v))
+		}
+		a.Trans = d.u32s()
+		a.Start = d.u32()
+		a.SinkFrom = d.u32()
+		a.Accepts = d.u32s()
+		nsets := d.n()
+		a.Sets = make([][]int32, nsets)
+		for i := range a.Sets {
+			a.Sets[i] = d.i32s()
+		}
+		a.Nstates = int(d.u32())
+		a.NFANodes = int(d.u32())
+		ids := d.i32s()
+		if d.err {
+			return nil, errBadCache
+		}
+		w.Parts = append(w.Parts, wirePart{A: a, IDs: ids})
+	}
+	if d.err || len(d.b) != 0 {
+		return nil, errBadCache
+	}
+	return w, nil
 }
 
 var errBadCache = errors.New("tiers: cache entry does not fit")
@@ -112,8 +259,8 @@ func decodeParts(data []byte, groups [2][]int32) (parts []part, nflat int, err e
 			parts, nflat, err = nil, 0, errBadCache
 		}
 	}()
-	var w wireParts
-	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&w); err != nil {
+	w, err := decodeWire(data)
+	if err != nil {
 		return nil, 0, err
 	}
 	if len(w.Parts) == 0 || len(w.Parts) > maxParts || w.Nflat < 1 || w.Nflat >= len(w.Parts) {

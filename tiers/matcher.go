@@ -32,6 +32,7 @@ type Matcher struct {
 
 	subtreeMu    sync.Mutex
 	subtreeCache map[subtreeKey]Subtree
+	partCache    map[[2]uint32]partCand
 
 	// altRes holds, per KindTier alternative, the decision of every op,
 	// and in slot numOps the OpExec decision when exec_paths matches

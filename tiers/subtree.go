@@ -96,45 +96,10 @@ func (m *Matcher) subtree(key subtreeKey) Subtree {
 	cands := make([][]*summary, len(m.parts))
 	combos := 1
 	for k := range m.parts {
-		pt := &m.parts[k]
-		ends := pt.a.ends(key[k])
-		if k < m.nflat {
-			seen := map[uint32]bool{}
-			for _, e := range ends {
-				if i := pt.a.acceptSet(e); !seen[i] {
-					seen[i] = true
-					cands[k] = append(cands[k], &pt.sums[i])
-				}
-			}
-		} else {
-			// The alternatives every end state accepts match every name
-			// below; the others are anywhere-patterns.
-			var all []int32
-			for n, e := range ends {
-				set := pt.a.sets[pt.a.acceptSet(e)]
-				if n == 0 {
-					all = append([]int32(nil), set...)
-				} else {
-					all = intersect(all, set)
-				}
-			}
-			for _, e := range ends {
-				for _, l := range pt.a.sets[pt.a.acceptSet(e)] {
-					if !contains(all, l) {
-						out.Anywhere = true
-						if grants(m.alts[pt.ids[l]].rule) {
-							out.AnywhereGrant = true
-						}
-					}
-				}
-			}
-			global := make([]int32, len(all))
-			for i, l := range all {
-				global[i] = pt.ids[l]
-			}
-			s := m.summarize(global)
-			cands[k] = []*summary{&s}
-		}
+		pc := m.partCandidates(k, key[k])
+		cands[k] = pc.cands
+		out.Anywhere = out.Anywhere || pc.anywhere
+		out.AnywhereGrant = out.AnywhereGrant || pc.anywhereGrant
 		if len(cands[k]) == 0 {
 			// No canonical name continues below dir in this automaton;
 			// cannot happen (every state has a successor), but be safe.
@@ -265,4 +230,68 @@ func contains(s []int32, x int32) bool {
 		}
 	}
 	return false
+}
+
+// partCand is what one automaton contributes below a directory, from the
+// state after the directory's "/".
+type partCand struct {
+	cands                   []*summary
+	anywhere, anywhereGrant bool
+}
+
+// partCandidates computes, and caches per automaton and state, the
+// candidate summaries of the names below: for a flat automaton every
+// reachable accept set, for a deep one the alternatives every name
+// matches (the others are anywhere-patterns). Many directories share an
+// automaton's state (every plain directory of a workspace is in the same
+// state of the deep automaton), so the cache saves most walks. The caller
+// holds subtreeMu.
+func (m *Matcher) partCandidates(k int, st uint32) partCand {
+	ck := [2]uint32{uint32(k), st}
+	if pc, ok := m.partCache[ck]; ok {
+		return pc
+	}
+	var pc partCand
+	pt := &m.parts[k]
+	ends := pt.a.ends(st)
+	if k < m.nflat {
+		seen := map[uint32]bool{}
+		for _, e := range ends {
+			if i := pt.a.acceptSet(e); !seen[i] {
+				seen[i] = true
+				pc.cands = append(pc.cands, &pt.sums[i])
+			}
+		}
+	} else {
+		var all []int32
+		for n, e := range ends {
+			set := pt.a.sets[pt.a.acceptSet(e)]
+			if n == 0 {
+				all = append([]int32(nil), set...)
+			} else {
+				all = intersect(all, set)
+			}
+		}
+		for _, e := range ends {
+			for _, l := range pt.a.sets[pt.a.acceptSet(e)] {
+				if !contains(all, l) {
+					pc.anywhere = true
+					if grants(m.alts[pt.ids[l]].rule) {
+						pc.anywhereGrant = true
+					}
+				}
+			}
+		}
+		global := make([]int32, len(all))
+		for i, l := range all {
+			global[i] = pt.ids[l]
+		}
+		sum := m.summarize(global)
+		pc.cands = []*summary{&sum}
+	}
+	if m.partCache == nil {
+		m.partCache = map[[2]uint32]partCand{}
+	}
+	m.partCache[ck] = pc
+	return pc
 }

@@ -1,0 +1,1001 @@
+// Command floorbench measures agent-launcher against its floor, in one run:
+// the C reference bench/floor.c, built here with the system's C compiler,
+// runs the same arms beside the launcher, so that each target is a ratio of
+// two numbers taken side by side on the same machine, not a guess.
+//
+//	go run ./bench/cmd/floorbench [-launcher bin/agent-launcher] [-rounds 11]
+//
+// It measures three things, each arm interleaved with the others (A B A B
+// ...) after one untimed warm-up run of every arm:
+//
+//   - start-up: `agent-launcher run -- /bin/true` against a bare fork+execve
+//     of /bin/true and against floor's sandbox arm (the least a Landlock
+//     launcher does), all timed by floor's exec arm; with a minimal policy
+//     file and with the embedded default policy (a throwaway HOME), warm
+//     and cold (an empty HOME each start, so no cached state). The
+//     `version` and `check --landlock` arms split the difference into Go
+//     start-up, policy compilation and planning, and the init stage.
+//   - open: floor's open()+close() loop of a file in the workspace run
+//     under the launcher, against floor restricting itself with Landlock
+//     (read on "/", every right on the workspace: the launcher's shape)
+//     and against the bare loop.
+//   - workloads: tar extract and rm -rf of 10,000 files (on the scratch
+//     filesystem and on tmpfs), git status in a 10,000-file repository,
+//     warm-cache go build of a small module, each bare, under floor's
+//     sandbox arm and under the launcher in its own workspace, beside
+//     run -- /bin/true in the same workspace (the start-up there, which
+//     grows with the workspace).
+//
+// The scratch directory is made under the user cache directory, not /tmp
+// (see newBench), and removed at the end unless -keep. The table and the
+// configuration measured go to stdout, progress to stderr. Missed targets
+// are reported as NOT MET; with -strict they also make the exit status 1.
+// The launcher must already be built.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"debug/buildinfo"
+	"errors"
+	"flag"
+	"fmt"
+	"go/parser"
+	"go/token"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.launcher, "launcher", "bin/agent-launcher", "the launcher binary to measure (build it first)")
+	flag.StringVar(&o.src, "src", "bench/floor.c", "the C reference")
+	flag.StringVar(&o.cc, "cc", "gcc", "C compiler")
+	flag.IntVar(&o.rounds, "rounds", 11, "timed runs of every arm (at least 10; odd gives a true median)")
+	flag.IntVar(&o.execIters, "exec-iters", 10, "start-ups per start-up sample")
+	flag.IntVar(&o.openIters, "open-iters", 100000, "open()+close() pairs per open sample")
+	flag.IntVar(&o.files, "files", 10000, "files in the tar archive and in the git repository")
+	flag.StringVar(&o.only, "only", "startup,open,workloads", "sections to run, comma-separated")
+	flag.StringVar(&o.dir, "dir", "", "parent of the scratch directory (default: the user cache directory, ~/.cache)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
+	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is not met")
+	flag.Parse()
+	bad := flag.NArg() > 0 || o.rounds < 1 || o.execIters < 1 || o.openIters < 1 || o.files < 100
+	for _, s := range strings.Split(o.only, ",") {
+		bad = bad || !slices.Contains([]string{"startup", "open", "workloads"}, s)
+	}
+	if bad {
+		flag.Usage()
+		os.Exit(2)
+	}
+	b, err := newBench(o)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "floorbench: %v\n", err)
+		os.Exit(1)
+	}
+	missed, err := b.run()
+	for _, d := range append([]string{b.root}, b.extra...) {
+		if o.keep {
+			b.logf("kept %s", d)
+		} else {
+			os.RemoveAll(d)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "floorbench: %v\n", err)
+		os.Exit(1)
+	}
+	if missed > 0 && o.strict {
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	launcher, src, cc, only, dir string
+	rounds, execIters, openIters int
+	files                        int
+	keep, strict                 bool
+}
+
+// bench is one run: the scratch tree under root and what has been measured.
+type bench struct {
+	options
+	root  string // scratch directory, symlinks resolved
+	home  string // the throwaway HOME of every arm
+	ws    string // the small workspace of the start-up and open sections
+	floor string // the built C reference, inside ws so the launcher may run it
+	file  string // the file the open loops open, inside ws
+	pmin  string // the minimal policy file
+	pwork string // the minimal policy plus what go needs in HOME
+	path  string // PATH of every arm
+
+	out    table
+	missed int
+	load0  string   // the load average when the run began
+	extra  []string // scratch directories outside root (on tmpfs)
+}
+
+// loadavg returns the first three fields of /proc/loadavg: other work on
+// the machine is the main source of noise.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func newBench(o options) (*bench, error) {
+	b := &bench{options: o}
+	var err error
+	if b.launcher, err = filepath.Abs(o.launcher); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(b.launcher); err != nil {
+		return nil, fmt.Errorf("the launcher: %w (build it first: make build)", err)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("the go command is needed for the go build workload: %w", err)
+	}
+	// PATH is fixed so that bare and confined arms find the same programs.
+	b.path = filepath.Dir(goBin) + ":/usr/local/bin:/usr/bin:/bin"
+	// Not under /tmp: the embedded default policy grants /tmp, and the
+	// throwaway HOME there would put the launcher's denied state
+	// directory inside a write tree, which carves /tmp and gives each of
+	// its entries a rule (racing every program's temporary files). Real
+	// homes are not under /tmp.
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.UserCacheDir(); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	root, err := os.MkdirTemp(dir, "floorbench-")
+	if err != nil {
+		return nil, err
+	}
+	// The policy is compiled against resolved paths; so are ours.
+	if b.root, err = filepath.EvalSymlinks(root); err != nil {
+		return nil, err
+	}
+	b.home = filepath.Join(b.root, "home")
+	b.ws = filepath.Join(b.root, "ws")
+	b.file = filepath.Join(b.ws, "f")
+	b.floor = filepath.Join(b.ws, "floor")
+	b.pmin = filepath.Join(b.root, "minimal.toml")
+	b.pwork = filepath.Join(b.root, "workload.toml")
+	return b, nil
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "floorbench: "+format+"\n", args...)
+}
+
+// env is the environment of every arm, bare or confined: a throwaway HOME,
+// no $XDG_* or $AGENT_LAUNCHER_CONFIG (so that the default-policy arm gets
+// the embedded default), and the extra variables given.
+func (b *bench) env(extra ...string) []string {
+	return append([]string{"PATH=" + b.path, "HOME=" + b.home, "LC_ALL=C"}, extra...)
+}
+
+// sandbox returns argv run under floor's sandbox arm: the least a Landlock
+// launcher does (read on /, every right on ws and /dev/null).
+func (b *bench) sandbox(ws string, argv ...string) []string {
+	return append([]string{b.floor, "sandbox", ws, "/dev/null", "--"}, argv...)
+}
+
+// confined returns argv run under the launcher with policy (""
+// = the embedded default) and workspace ws.
+func (b *bench) confined(policy, ws string, argv ...string) []string {
+	a := []string{b.launcher, "run"}
+	if policy != "" {
+		a = append(a, "--config", policy)
+	}
+	return append(append(a, "--workspace", ws, "--"), argv...)
+}
+
+func (b *bench) run() (missed int, err error) {
+	start := time.Now()
+	b.load0 = loadavg()
+	if err := b.setup(); err != nil {
+		return 0, err
+	}
+	b.header()
+	sections := strings.Split(b.only, ",")
+	for _, s := range []struct {
+		name string
+		fn   func() error
+	}{{"startup", b.startup}, {"open", b.open}, {"workloads", b.workloads}} {
+		if slices.Contains(sections, s.name) {
+			if err := s.fn(); err != nil {
+				return b.missed, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+	}
+	fmt.Printf("\nload average (1, 5, 15 min) at the end: %s; at the start: %s\n", loadavg(), b.load0)
+	b.logf("done in %s", time.Since(start).Round(time.Second))
+	return b.missed, nil
+}
+
+const minimalPolicy = `[file_policy]
+default     = "deny"
+presets     = ["system"]
+write_paths = ["<workspace>/**"]
+`
+
+// workloadPolicy adds what the go command reads in HOME: its telemetry
+// mode file ("off", written in setup), so that bare and confined go
+// commands do the same work.
+const workloadPolicy = minimalPolicy + `read_paths  = ["~/.config/go/**"]
+`
+
+func (b *bench) setup() error {
+	for _, d := range []string{b.home, b.ws} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(b.file, []byte("floor\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.pmin, []byte(minimalPolicy), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(b.pwork, []byte(workloadPolicy), 0o644); err != nil {
+		return err
+	}
+	b.logf("building %s with %s", b.src, b.cc)
+	if _, err := output(b.env(), "", b.cc, "-O2", "-Wall", "-Wextra", "-o", b.floor, b.src); err != nil {
+		return err
+	}
+	// A confined run must say it is confined, or the numbers mean nothing.
+	out, err := output(b.env(), b.ws, b.confined(b.pmin, b.ws, "/bin/true")...)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "Landlock ABI") {
+		return fmt.Errorf("the launcher did not report a Landlock floor:\n%s", out)
+	}
+	return nil
+}
+
+func (b *bench) header() {
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	abi := "?"
+	if out, err := output(b.env(), b.ws, b.launcher, "check", "--config", b.pmin, "--workspace", b.ws, "--landlock"); err == nil {
+		abi = strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "Landlock ABI ")
+	}
+	fmt.Printf("agent-launcher floor benchmark: Linux %s, %d CPUs, Landlock ABI %s, %s; %d interleaved rounds per arm after one warm-up\n",
+		strings.TrimSpace(string(kernel)), runtime.NumCPU(), abi, runtime.Version(), b.rounds)
+	fmt.Printf("launcher %s, %s\n", b.launcher, revision(b.launcher))
+	fmt.Printf("median, min-max and interquartile range (IQR) of the rounds; ratios and differences are of medians\n")
+}
+
+// revision says when the binary at path was built and from which commit,
+// as the go command stamped it.
+func revision(path string) string {
+	var built string
+	if st, err := os.Stat(path); err == nil {
+		built = "built " + st.ModTime().Format(time.DateTime) + ", "
+	}
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return built + "revision unknown: " + err.Error()
+	}
+	rev, dirty := "not stamped (-buildvcs=false)", ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			rev = s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = " with uncommitted changes"
+		}
+	}
+	return built + "revision " + rev + dirty
+}
+
+// arm is one thing to time. run returns one sample in the section's unit.
+type arm struct {
+	name string
+	run  func() (float64, error)
+}
+
+// measure runs every arm once untimed, then rounds times interleaved, and
+// returns the samples of each arm.
+func (b *bench) measure(arms []arm) ([][]float64, error) {
+	samples := make([][]float64, len(arms))
+	for r := -1; r < b.rounds; r++ {
+		for i, a := range arms {
+			v, err := a.run()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", a.name, err)
+			}
+			if r >= 0 {
+				samples[i] = append(samples[i], v)
+			}
+		}
+	}
+	return samples, nil
+}
+
+// floorNs runs the C reference (possibly under the launcher) and returns
+// the ns/op it printed.
+func (b *bench) floorNs(env []string, argv ...string) (float64, error) {
+	out, err := outputSplit(env, b.ws, argv...)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(out)
+	if len(f) < 2 || f[len(f)-1] != "ns/op" {
+		return 0, fmt.Errorf("unexpected output of floor: %q", out)
+	}
+	return strconv.ParseFloat(f[len(f)-2], 64)
+}
+
+func (b *bench) startup() error {
+	b.logf("start-up: %d rounds of %d start-ups per arm", b.rounds, b.execIters)
+	n := strconv.Itoa(b.execIters)
+	env := b.env()
+	execMs := func(argv ...string) func() (float64, error) {
+		return func() (float64, error) {
+			ns, err := b.floorNs(env, append([]string{b.floor, "exec", n}, argv...)...)
+			if err != nil {
+				// floor discards the child's output; run it to show why.
+				if _, err2 := output(env, b.ws, argv...); err2 != nil {
+					err = err2
+				}
+			}
+			return ns / 1e6, err
+		}
+	}
+	// A cold start has an empty HOME, so no state the launcher keeps
+	// there (the compiled-policy cache) survives from an earlier start.
+	cold := 0
+	coldMs := func(argv ...string) func() (float64, error) {
+		return func() (float64, error) {
+			var sum float64
+			for range b.execIters {
+				cold++
+				home := filepath.Join(b.root, "cold", strconv.Itoa(cold))
+				if err := os.MkdirAll(home, 0o755); err != nil {
+					return 0, err
+				}
+				env := append(b.env()[:0:0], "PATH="+b.path, "HOME="+home, "LC_ALL=C")
+				ns, err := b.floorNs(env, append([]string{b.floor, "exec", "1"}, argv...)...)
+				if err != nil {
+					_, err2 := output(env, b.ws, argv...)
+					return 0, errors.Join(err, err2)
+				}
+				sum += ns
+				if err := os.RemoveAll(home); err != nil {
+					return 0, err
+				}
+			}
+			return sum / float64(b.execIters) / 1e6, nil
+		}
+	}
+	check := func(policy string) []string {
+		a := []string{b.launcher, "check"}
+		if policy != "" {
+			a = append(a, "--config", policy)
+		}
+		return append(a, "--workspace", b.ws, "--landlock")
+	}
+	arms := []arm{
+		{"exec /bin/true (C fork+execve+wait)", execMs("/bin/true")},
+		{"C Landlock wrapper: floor sandbox", execMs(b.sandbox(b.ws, "/bin/true")...)},
+		{"agent-launcher version (Go start-up)", execMs(b.launcher, "version")},
+		{"check --landlock, minimal policy", execMs(check(b.pmin)...)},
+		{"run -- /bin/true, minimal policy", execMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
+		{"  the same, cold (empty HOME)", coldMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
+		{"check --landlock, default policy", execMs(check("")...)},
+		{"run -- /bin/true, default policy", execMs(b.confined("", b.ws, "/bin/true")...)},
+		{"  the same, cold (empty HOME)", coldMs(b.confined("", b.ws, "/bin/true")...)},
+	}
+	s, err := b.measure(arms)
+	if err != nil {
+		return err
+	}
+	base := median(s[0])
+	b.section("a. start-up, ms per start", "vs exec /bin/true")
+	for i, a := range arms {
+		d := median(s[i]) - base
+		cmp, verdict := "", ""
+		if i > 0 {
+			cmp = fmt.Sprintf("+%.1f ms", d)
+		}
+		if strings.HasPrefix(a.name, "run") || strings.HasPrefix(a.name, "  the same") {
+			verdict = b.verdict(d <= 15, "<= +15 ms")
+		}
+		b.row(a.name, s[i], "%.2f", cmp, verdict)
+	}
+	b.out.flush()
+	fmt.Printf("  split of run's overhead (minimal policy): Go start-up %+.1f ms, policy load+compile+plan %+.1f ms, init stage+Landlock+execve %+.1f ms\n",
+		median(s[2])-base, median(s[3])-median(s[2]), median(s[4])-median(s[3]))
+	fmt.Printf("  a cold start costs %+.1f ms more (minimal policy), %+.1f ms (default policy)\n", median(s[5])-median(s[4]), median(s[8])-median(s[7]))
+	fmt.Printf("  floor sandbox %s /dev/null -- /bin/true: restrict to read on /, every right on the workspace and /dev/null, then execve\n", b.ws)
+	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
+	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
+	return nil
+}
+
+func (b *bench) open() error {
+	b.logf("open: %d rounds of %d open()+close() per arm, file %s", b.rounds, b.openIters, b.file)
+	n := strconv.Itoa(b.openIters)
+	env := b.env()
+	c := func(argv ...string) func() (float64, error) {
+		return func() (float64, error) { return b.floorNs(env, argv...) }
+	}
+	// The same Landlock domain as the launcher's, size included: the
+	// workspace rule plus empty directories up to the plan's rule count
+	// (a lookup per walked dentry searches a tree of the domain's rules).
+	nrules, err := b.planRules(b.pmin, b.ws)
+	if err != nil {
+		return err
+	}
+	sameSize := []string{b.floor, "landlock", n, b.file, b.ws}
+	for i := 2; i < nrules; i++ { // "/" and the workspace are two
+		d := filepath.Join(b.root, "rules", fmt.Sprintf("r%04d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		sameSize = append(sameSize, d)
+	}
+	arms := []arm{
+		{"bare (C)", c(b.floor, "bare", n, b.file)},
+		{"Landlock only (C restricts itself)", c(b.floor, "landlock", n, b.file, b.ws)},
+		{"under agent-launcher run (C bare loop)", c(b.confined(b.pmin, b.ws, b.floor, "openloop", n, b.file)...)},
+		{fmt.Sprintf("Landlock only, %d rules as run's (C)", nrules), c(sameSize...)},
+		{"Landlock, read rule on / only (C)", c(b.floor, "landlock", n, b.file)},
+	}
+	s, err := b.measure(arms)
+	if err != nil {
+		return err
+	}
+	bare, ll, run, same := median(s[0]), median(s[1]), median(s[2]), median(s[3])
+	b.section("b. open()+close() of a workspace file, ns per pair", "ratio")
+	b.row(arms[0].name, s[0], "%.0f", "", "")
+	b.row(arms[1].name, s[1], "%.0f", fmt.Sprintf("%.3fx bare", ll/bare), "")
+	b.row(arms[2].name, s[2], "%.0f", fmt.Sprintf("%.3fx Landlock", run/ll), b.verdict(run/ll <= 1.02, "<= 1.02x"))
+	b.row("", nil, "", fmt.Sprintf("%.3fx bare", run/bare), "")
+	b.row("", nil, "", fmt.Sprintf("%.3fx Landlock, %d rules", run/same, nrules), "")
+	b.row(arms[3].name, s[3], "%.0f", fmt.Sprintf("%.3fx bare", same/bare), "")
+	b.row(arms[4].name, s[4], "%.0f", fmt.Sprintf("%.3fx bare", median(s[4])/bare), "")
+	b.out.flush()
+	fmt.Printf("  file %s; the C Landlock arms handle every filesystem right of the ABI and grant read on /, every right on the workspace (and on %d empty directories for the %d-rule arm); under run: the minimal policy\n", b.file, nrules-2, nrules)
+	return nil
+}
+
+// planRules returns the number of Landlock rules of the launcher's plan for
+// policy and ws.
+func (b *bench) planRules(policy, ws string) (int, error) {
+	out, err := output(b.env(), ws, b.launcher, "check", "--config", policy, "--workspace", ws, "--landlock")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "rules ("); ok {
+			v, _, _ = strings.Cut(v, ")")
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, fmt.Errorf("check --landlock printed no rule count:\n%s", out)
+}
+
+// workload is a command run bare, under floor's sandbox arm and under the
+// launcher, in workspace ws.
+type workload struct {
+	name   string
+	ws     string
+	argv   []string
+	env    []string
+	prep   func() error // untimed, before each run
+	config string       // what was measured, for the notes
+}
+
+func (b *bench) workloads() error {
+	var loads []*workload
+	makers := []func() (*workload, error){func() (*workload, error) { return b.tarWorkload(b.root) }}
+	// The same on tmpfs: creating files right after deleting thousands is
+	// slow and erratic on some filesystems (ext4 without a journal skips
+	// inodes freed in the last minutes: recently_deleted() in
+	// fs/ext4/ialloc.c), which buries a few percent under tens.
+	if fsType("/dev/shm") == "tmpfs" && fsType(b.root) != "tmpfs" {
+		makers = append(makers, func() (*workload, error) {
+			d, err := os.MkdirTemp("/dev/shm", "floorbench-")
+			if err != nil {
+				return nil, err
+			}
+			b.extra = append(b.extra, d)
+			return b.tarWorkload(d)
+		})
+	}
+	makers = append(makers, b.gitWorkload, b.goWorkload)
+	for _, mk := range makers {
+		w, err := mk()
+		if err != nil {
+			return err
+		}
+		loads = append(loads, w)
+	}
+	var results [][][]float64
+	for _, w := range loads {
+		b.logf("workload %s: %d rounds per arm", w.name, b.rounds)
+		wall := func(prep func() error, argv []string) func() (float64, error) {
+			return func() (float64, error) {
+				if prep != nil {
+					if err := prep(); err != nil {
+						return 0, err
+					}
+				}
+				return wallMs(w.env, w.ws, argv...)
+			}
+		}
+		// The /bin/true arms measure the start-up in this workspace's
+		// configuration (its plan's size), to be subtracted.
+		s, err := b.measure([]arm{
+			{"bare", wall(w.prep, w.argv)},
+			{"C Landlock wrapper", wall(w.prep, b.sandbox(w.ws, w.argv...))},
+			{"launcher", wall(w.prep, b.confined(b.pwork, w.ws, w.argv...))},
+			{"bare /bin/true", wall(nil, []string{"/bin/true"})},
+			{"launcher /bin/true", wall(nil, b.confined(b.pwork, w.ws, "/bin/true"))},
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		results = append(results, s)
+	}
+	b.section("c. workloads, ms wall", "ratio")
+	for i, w := range loads {
+		s := results[i]
+		bare, floor, run := median(s[0]), median(s[1]), median(s[2])
+		startup := median(s[4]) - median(s[3])
+		b.row(w.name+", bare", s[0], "%.1f", "", "")
+		b.row("  under floor sandbox (C Landlock)", s[1], "%.1f", fmt.Sprintf("%.3fx bare", floor/bare), "")
+		b.row("  under agent-launcher run", s[2], "%.1f", fmt.Sprintf("%.3fx bare", run/bare), b.verdict(run/bare <= 1.03, "<= 1.03x"))
+		b.row("", nil, "", fmt.Sprintf("%.3fx C Landlock", run/floor), "")
+		b.row("", nil, "", fmt.Sprintf("%.3fx bare less start-up", (run-startup)/bare), "")
+		b.row("  start-up here: run -- /bin/true", s[4], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", startup), "")
+	}
+	b.out.flush()
+	fmt.Printf("  policy: {%s}; HOME=%s (go's telemetry mode file there says off); each arm timed from fork to reaping\n", oneLine(workloadPolicy), b.home)
+	for _, w := range loads {
+		fmt.Printf("  %s: %s\n", w.name, w.config)
+		fmt.Printf("    %s\n", b.planSummary(w.ws))
+	}
+	return nil
+}
+
+// planSummary says what Landlock plan the workload policy gives ws.
+func (b *bench) planSummary(ws string) string {
+	out, err := output(b.env(), ws, b.launcher, "check", "--config", b.pwork, "--workspace", ws, "--landlock")
+	if err != nil {
+		return "check --landlock failed: " + err.Error()
+	}
+	var rules, carved string
+	var inWs []string
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case strings.HasPrefix(l, "rules ("):
+			rules = strings.TrimSuffix(l, ":")
+		case strings.HasPrefix(l, "carved directories ("):
+			carved, _, _ = strings.Cut(l, ":")
+		case strings.HasPrefix(l, "  "+ws) && carved != "" && !strings.Contains(l, " dir ") && !strings.Contains(l, " file "):
+			inWs = append(inWs, strings.TrimSpace(l))
+		}
+	}
+	s := fmt.Sprintf("Landlock plan: %s, %s", rules, carved)
+	if len(inWs) == 0 {
+		return s + "; nothing in the workspace is carved"
+	}
+	return s + "; carved in the workspace: " + strings.Join(inWs, ", ")
+}
+
+// tree writes n small files under dir, 100 to a directory, calling add
+// for each with its relative name and contents.
+func tree(n int, add func(name string, data []byte) error) error {
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("d%03d/f%04d.txt", i/100, i)
+		size := (i * 131) % 2048 // 0-2 KiB, about 1 KiB on average
+		data := bytes.Repeat([]byte{byte('a' + i%26)}, size)
+		if err := add(name, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeTree(dir string, n int) error {
+	return tree(n, func(name string, data []byte) error {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, data, 0o644)
+	})
+}
+
+// fsType names the filesystem holding path (statfs(2) f_type), or gives
+// its magic number.
+func fsType(path string) string {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(path, &st); err != nil {
+		return "unknown"
+	}
+	switch uint32(st.Type) {
+	case 0xEF53:
+		return "ext4"
+	case 0x01021994:
+		return "tmpfs"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	}
+	return fmt.Sprintf("%#x", uint32(st.Type))
+}
+
+// tarWorkload extracts and removes b.files files in a workspace under
+// parent.
+func (b *bench) tarWorkload(parent string) (*workload, error) {
+	ws := filepath.Join(parent, "ws-tar")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(ws, "files.tar"))
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(f)
+	dirs := map[string]bool{}
+	err = tree(b.files, func(name string, data []byte) error {
+		if d := "x/" + filepath.Dir(name) + "/"; !dirs[d] {
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: 0o755}); err != nil {
+				return err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "x/" + name, Mode: 0o644, Size: int64(len(data))}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writing the tar archive: %w", err)
+	}
+	return &workload{
+		name:   fmt.Sprintf("tar xf + rm -rf, %d files, %s", b.files, fsType(parent)),
+		ws:     ws,
+		argv:   []string{"/bin/sh", "-c", "tar -xf files.tar && rm -rf x"},
+		env:    b.env(),
+		config: fmt.Sprintf("workspace %s holds files.tar only (%d files of 0-2 KiB in %d directories); sh -c 'tar -xf files.tar && rm -rf x' in it", ws, b.files, (b.files+99)/100),
+	}, nil
+}
+
+func (b *bench) gitWorkload() (*workload, error) {
+	ws := filepath.Join(b.root, "ws-git")
+	b.logf("creating a %d-file git repository", b.files)
+	if err := writeTree(ws, b.files); err != nil {
+		return nil, err
+	}
+	env := b.env("GIT_CONFIG_NOSYSTEM=1")
+	for _, argv := range [][]string{
+		{"git", "init", "-q"},
+		{"git", "add", "-A"},
+		{"git", "-c", "user.name=floorbench", "-c", "user.email=floorbench@localhost", "commit", "-q", "-m", "files"},
+	} {
+		if _, err := output(env, ws, argv...); err != nil {
+			return nil, err
+		}
+	}
+	return &workload{
+		name:   fmt.Sprintf("git status, %d files", b.files),
+		ws:     ws,
+		argv:   []string{"git", "--no-optional-locks", "status"},
+		env:    env,
+		config: "the repository is the workspace root, so its .git entry (write-protected) carves the root and .git itself: each entry gets its own rule and neither takes new entries, so a confined git cannot create .git/index.lock; --no-optional-locks keeps both arms from trying (status refreshes no index)",
+	}, nil
+}
+
+// goPackages are standard-library packages that import nothing internal:
+// copied into a module, they are a small real module with no network and
+// no dependencies.
+var goPackages = []string{"container/heap", "container/list", "container/ring", "encoding/csv", "text/tabwriter", "text/template/parse"}
+
+const goMain = `package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"example.com/floorwork/lib/csv"
+	"example.com/floorwork/lib/heap"
+	"example.com/floorwork/lib/list"
+	"example.com/floorwork/lib/parse"
+	"example.com/floorwork/lib/ring"
+	"example.com/floorwork/lib/tabwriter"
+)
+
+type ints []int
+
+func (h ints) Len() int           { return len(h) }
+func (h ints) Less(i, j int) bool { return h[i] < h[j] }
+func (h ints) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *ints) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *ints) Pop() any          { o := *h; x := o[len(o)-1]; *h = o[:len(o)-1]; return x }
+
+func main() {
+	recs, err := csv.NewReader(strings.NewReader("a,b\nc,d\n")).ReadAll()
+	if err != nil {
+		panic(err)
+	}
+	h := &ints{3, 1, 2}
+	heap.Init(h)
+	l := list.New()
+	l.PushBack(heap.Pop(h))
+	trees, err := parse.Parse("t", "{{.}}", "{{", "}}", map[string]any{})
+	if err != nil {
+		panic(err)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
+	fmt.Fprintf(w, "%d\t%d\t%d\t%d\n", len(recs), l.Len(), ring.New(3).Len(), len(trees))
+	w.Flush()
+}
+`
+
+func (b *bench) goWorkload() (*workload, error) {
+	ws := filepath.Join(b.root, "ws-go")
+	goroot, err := output(b.env(), "", "go", "env", "GOROOT")
+	if err != nil {
+		return nil, err
+	}
+	goroot = strings.TrimSpace(goroot)
+	version := strings.TrimPrefix(runtime.Version(), "go")
+	if parts := strings.SplitN(version, ".", 3); len(parts) >= 2 {
+		version = parts[0] + "." + parts[1]
+	}
+	if err := writeFile(filepath.Join(ws, "go.mod"), "module example.com/floorwork\n\ngo "+version+"\n"); err != nil {
+		return nil, err
+	}
+	if err := writeFile(filepath.Join(ws, "main.go"), goMain); err != nil {
+		return nil, err
+	}
+	for _, pkg := range goPackages {
+		if err := copyPackage(filepath.Join(goroot, "src", pkg), filepath.Join(ws, "lib", filepath.Base(pkg))); err != nil {
+			return nil, err
+		}
+	}
+	tmp := filepath.Join(ws, ".tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, err
+	}
+	env := b.env(
+		"GOCACHE="+filepath.Join(ws, ".cache", "go-build"),
+		"GOPATH="+filepath.Join(ws, ".gopath"),
+		"TMPDIR="+tmp,
+		"GOTOOLCHAIN=local", "GOPROXY=off", "GOFLAGS=", "CGO_ENABLED=0",
+	)
+	// Telemetry off, in the throwaway HOME; the workload policy lets the
+	// confined go command read it, so both arms skip the counter files.
+	if _, err := output(env, ws, "go", "telemetry", "off"); err != nil {
+		return nil, err
+	}
+	b.logf("go build: filling the build cache in the workspace (a cold build of the standard library)")
+	if _, err := output(env, ws, "go", "build", "-o", "floorwork", "."); err != nil {
+		return nil, err
+	}
+	bin := filepath.Join(ws, "floorwork")
+	return &workload{
+		name: fmt.Sprintf("go build (warm cache), %d packages", len(goPackages)+1),
+		ws:   ws,
+		argv: []string{"go", "build", "-o", "floorwork", "."},
+		env:  env,
+		prep: func() error {
+			// Without the binary, every run links; with it, go build
+			// would find it up to date and do almost nothing.
+			if err := os.Remove(bin); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		},
+		config: fmt.Sprintf("module of %s copied from GOROOT plus a main package, CGO_ENABLED=0; GOCACHE, GOPATH and TMPDIR inside the workspace, cache warm (each run compiles nothing and links the binary afresh)", strings.Join(goPackages, ", ")),
+	}, nil
+}
+
+// copyPackage copies the non-test Go files of dir to dst and checks that
+// they import nothing internal to the standard library.
+func copyPackage(dir, dst string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), n, src, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, im := range f.Imports {
+			if p, _ := strconv.Unquote(im.Path.Value); strings.HasPrefix(p, "internal/") || strings.Contains(p, "/internal/") {
+				return fmt.Errorf("%s/%s imports %s, which a module outside the standard library cannot", dir, n, p)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dst, n), src, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeFile(path, s string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(s), 0o644)
+}
+
+// table collects rows and prints them aligned: the first column and the
+// last two left-aligned, the numbers right-aligned.
+type table [][]string
+
+func (t *table) add(cells ...string) { *t = append(*t, cells) }
+
+func (t *table) flush() {
+	var w []int
+	for _, r := range *t {
+		for i, c := range r {
+			if i >= len(w) {
+				w = append(w, 0)
+			}
+			w[i] = max(w[i], len(c))
+		}
+	}
+	for _, r := range *t {
+		var line strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			if i == 0 || i >= 5 {
+				fmt.Fprintf(&line, "%-*s", w[i], c)
+			} else {
+				fmt.Fprintf(&line, "%*s", w[i], c)
+			}
+		}
+		fmt.Println(strings.TrimRight(line.String(), " "))
+	}
+	*t = nil
+}
+
+// section starts a part of the table.
+func (b *bench) section(title, cmpTitle string) {
+	fmt.Println()
+	b.out.add(title, "median", "min", "max", "IQR", cmpTitle, "target")
+}
+
+// row adds one arm: its statistics in format f, a comparison and a
+// verdict. A nil s adds a continuation line.
+func (b *bench) row(name string, s []float64, f, cmp, verdict string) {
+	if s == nil {
+		b.out.add("", "", "", "", "", cmp, verdict)
+		return
+	}
+	q1, q3 := quantile(s, 0.25), quantile(s, 0.75)
+	num := func(v float64) string { return fmt.Sprintf(f, v) }
+	b.out.add("  "+name, num(median(s)), num(slices.Min(s)), num(slices.Max(s)), num(q3-q1), cmp, verdict)
+}
+
+// oneLine renders a policy file's settings on one line.
+func oneLine(policy string) string {
+	var kv []string
+	for _, l := range strings.Split(policy, "\n") {
+		if strings.Contains(l, "=") {
+			kv = append(kv, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(kv, ", ")
+}
+
+func (b *bench) verdict(ok bool, target string) string {
+	if ok {
+		return target + ": met"
+	}
+	b.missed++
+	return target + ": NOT MET"
+}
+
+func median(s []float64) float64 { return quantile(s, 0.5) }
+
+// quantile is the q-quantile of s with linear interpolation between
+// order statistics (type 7, as R and NumPy default to).
+func quantile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	c := slices.Clone(s)
+	slices.Sort(c)
+	pos := q * float64(len(c)-1)
+	lo := int(math.Floor(pos))
+	if lo+1 >= len(c) {
+		return c[lo]
+	}
+	return c[lo] + (pos-float64(lo))*(c[lo+1]-c[lo])
+}
+
+// output runs argv in dir with env and returns its stdout and stderr
+// together; an error carries both.
+func output(env []string, dir string, argv ...string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// outputSplit runs argv and returns its stdout; stderr is kept only for
+// the error.
+func outputSplit(env []string, dir string, argv ...string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, stderr.Bytes())
+	}
+	return string(out), nil
+}
+
+// wallMs runs argv with stdio on /dev/null and returns its wall time in
+// ms, from fork to reaping; a failure is run again to show its output.
+func wallMs(env []string, dir string, argv ...string) (float64, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer null.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, null, null
+	t0 := time.Now()
+	err = cmd.Run()
+	d := time.Since(t0)
+	if err != nil {
+		out, _ := output(env, dir, argv...)
+		return 0, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
+	}
+	return float64(d) / 1e6, nil
+}
