@@ -83,7 +83,7 @@ func (c *command) run(args []string) int {
 			return ExitFailure
 		}
 		var notes []string
-		plan, p, notes, err = e.planFloor(p, k.ABI, canary)
+		plan, _, notes, err = e.planFloor(p, k.ABI, canary)
 		for _, n := range notes {
 			c.errorf("%s", n)
 		}
