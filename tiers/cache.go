@@ -15,7 +15,9 @@ import (
 // launcher starting an agent does not rebuild the same automata every time
 // (a few tens of milliseconds for the built-in rules). Keys are hex
 // SHA-256 digests of everything the automata depend on; values are opaque.
-// Get returns false on a miss. A Cache is trusted like the policy file: an
+// Get returns false on a miss; the value it returns may be read-only
+// memory (a mapped file) and must stay valid for the program's life. A
+// Cache is trusted like the policy file: an
 // entry is checked for consistency, not authenticity, so it must live where
 // only the operator writes (the launcher's state directory, which the
 // built-in denylist keeps from agents).
@@ -130,17 +132,24 @@ func (d *decoder) n() int {
 
 func (d *decoder) u32s() []uint32 {
 	n := d.n()
-	out := make([]uint32, n)
 	if n == 0 {
-		return out
+		return []uint32{}
 	}
+	var out []uint32
 	if littleEndian {
-		// The host's layout is the file's: one copy, not n decodes (the
-		// transition table is most of an entry).
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), d.b[:4*n])
+		// The host's layout is the file's. An aligned entry (a mapped
+		// file) is used in place; otherwise one copy, not n decodes (the
+		// transition table is most of an entry). Nothing writes a cached
+		// automaton's tables, so a read-only mapping is safe.
+		if uintptr(unsafe.Pointer(&d.b[0]))%4 == 0 {
+			out = unsafe.Slice((*uint32)(unsafe.Pointer(&d.b[0])), n)
+		} else {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), d.b[:4*n])
+		}
 		d.b = d.b[4*n:]
 		return out
 	}
+	out = make([]uint32, n)
 	for i := range out {
 		out[i] = d.u32()
 	}

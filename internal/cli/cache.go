@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,8 +28,13 @@ func (c fileCache) Get(key string) ([]byte, bool) {
 	if err != nil || !st.Mode().IsRegular() || st.Size() > maxCacheEntry {
 		return nil, false
 	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
+	if st.Size() == 0 {
+		return nil, false
+	}
+	// Mapped, not read: the entry's tables are used in place (tiers.Cache).
+	// The mapping lives as long as the process.
+	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
 		return nil, false
 	}
 	return b, true
