@@ -193,7 +193,7 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 			}
 			names = append(names, cv.Path)
 		}
-		msg += fmt.Sprintf("; %d carved directories (%s) refuse new entries and renames for now (agent-launcher check --landlock lists them)", n, strings.Join(names, ", "))
+		msg += fmt.Sprintf("; %d carved directories (%s), where some operations the policy allows fail for now, such as new entries and renames (agent-launcher check --landlock lists them)", n, strings.Join(names, ", "))
 	}
 	c.errorf("%s", msg)
 }
