@@ -2,6 +2,7 @@ package kerneltest
 
 import (
 	"encoding/json"
+	"github.com/agent-launcher/agent-launcher/landlock"
 	"strconv"
 	"strings"
 	"testing"
@@ -101,5 +102,33 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("doctor at ABI %d does not mark row %q:\n%s", abi, row, r.stdout)
 			}
 		}
+	}
+}
+
+// TestRefusalHere: on this kernel, run confines the agent, or refuses
+// before anything runs with the reason the ladder gives; without Landlock,
+// --allow-unconfined runs the agent and says so.
+func TestRefusalHere(t *testing.T) {
+	dir := t.TempDir()
+	s := &sandbox{t: t, dir: dir, home: dir + "/home", ws: dir + "/home/proj", config: dir + "/config.toml"}
+	s.mkdir("home/proj")
+	s.writeAbs(s.config, s.policyHeader()+standard)
+	r := s.exec(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "write", s.ws+"/x", "1")
+	err := landlock.RunSupported(kernel)
+	switch {
+	case err == nil:
+		wantOK(t, "run on a kernel that supports it", r)
+	case r.code != 125 || r.stdout != "" || !strings.Contains(r.stderr, "nothing was run"):
+		t.Errorf("run did not refuse on this kernel (%v): %s", err, r)
+	}
+	if kernel.ABI == 0 {
+		u := s.exec(launcher, "run", "--allow-unconfined", "--config", s.config, "--workspace", s.ws, "--", agent, "write", s.ws+"/x", "1")
+		if u.code != 0 || !strings.Contains(u.stderr, "UNCONFINED") {
+			t.Errorf("--allow-unconfined without Landlock: %s", u)
+		}
+	}
+	d := s.exec(launcher, "doctor")
+	if (err == nil) != (d.code == 0) {
+		t.Errorf("doctor's verdict (exit %d) disagrees with the ladder (%v): %s", d.code, err, d.stdout)
 	}
 }
