@@ -625,7 +625,8 @@ func (p *planner) literals() error {
 }
 
 // scanLinks records the files below dir with more than one hard link that
-// the policy protects; false when the budget ran out.
+// the policy protects, and the symlinks there that lead to something it
+// protects less; false when the budget ran out.
 func (p *planner) scanLinks(dir string, budget *int) bool {
 	entries, err := p.fs.ReadDir(dir)
 	if err != nil {
@@ -637,6 +638,11 @@ func (p *planner) scanLinks(dir string, budget *int) bool {
 		}
 		path := join(dir, e.Name)
 		switch e.Type {
+		case TypeSymlink:
+			// A file a dotfile manager linked into the protected tree
+			// (~/.ssh/config -> a repository in the workspace): the
+			// kernel decides on the target.
+			p.link(path, p.verdicts(path))
 		case TypeDir:
 			if !p.scanLinks(path, budget) {
 				return false

@@ -214,9 +214,16 @@ func (r *Rule) Protects() bool {
 // so without it a protected name such as ~/.bashrc that is a symlink into a
 // write tree would be writable. via names the symlink for the rule's
 // Source. It refuses a rule that does not protect (Protects).
-func (p *Policy) AddDerived(r *Rule, pattern, via string) (*Rule, error) {
+//
+// tier replaces r's tier for a tier rule (the caller picks one that
+// grants the target no more than either the name or the target had);
+// it is ignored for a write protection.
+func (p *Policy) AddDerived(r *Rule, tier Tier, pattern, via string) (*Rule, error) {
 	if !r.Protects() {
 		return nil, fmt.Errorf("rules: %s does not protect %s", r.Pattern, via)
+	}
+	if r.Kind == KindTier && tier > r.Tier {
+		return nil, fmt.Errorf("rules: a derived rule cannot grant more than %s", r.Pattern)
 	}
 	globs, err := ParsePattern(pattern)
 	if err != nil {
@@ -224,7 +231,10 @@ func (p *Policy) AddDerived(r *Rule, pattern, via string) (*Rule, error) {
 	}
 	src := r.Source
 	src.Key = fmt.Sprintf("%s, through the symlink %s", src.Key, via)
-	d := &Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: r.Kind, Tier: r.Tier, Note: r.Note, Source: src}
+	if r.Kind != KindTier {
+		tier = r.Tier
+	}
+	d := &Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: r.Kind, Tier: tier, Note: r.Note, Source: src}
 	p.Rules = append(p.Rules, d)
 	return d, nil
 }

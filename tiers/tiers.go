@@ -107,3 +107,12 @@ type Decision struct {
 	// Why is one sentence for people and logs.
 	Why string
 }
+
+// TierVerdict returns the verdict of op on a path of tier t, before
+// exec_paths and the built-in write protection.
+func TierVerdict(t Tier, op Op) Verdict {
+	if int(t) >= len(verdicts) || op >= numOps {
+		return Denied
+	}
+	return verdicts[t][op]
+}

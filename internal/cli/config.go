@@ -264,14 +264,21 @@ func (e *env) load(agent string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := protectResolved(pol); err != nil {
-		return nil, err
-	}
 	// The compiled automata are cached in the state directory: compiling
 	// the built-in rules costs more than the rest of a launch.
-	m, err := tiers.CompileCached(pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+	cache := fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")}
+	m, err := tiers.CompileCached(pol, cache)
 	if err != nil {
 		return nil, err
+	}
+	// Protected paths that lead elsewhere through symlinks: protect where
+	// they lead too (plan.go), and compile again when that added rules.
+	if n, err := protectResolved(pol, m); err != nil {
+		return nil, err
+	} else if n > 0 {
+		if m, err = tiers.CompileCached(pol, cache); err != nil {
+			return nil, err
+		}
 	}
 	return &compiled{name: agent, pol: pol, m: m}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
@@ -42,6 +43,17 @@ func (c *command) explain(args []string) int {
 	if err != nil {
 		return c.checkFailed(*jsonOut, e, err)
 	}
+	// Decide as run does: with the protection of symlinked protected names
+	// extended to their targets, which only planning the floor finds.
+	abi := landlock.MinABI
+	if k, err := landlock.Detect(); err == nil && k.ABI > 0 {
+		abi = k.ABI
+	}
+	if _, planned, _, err := e.planFloor(p, abi, e.launcher.StateDir); err == nil {
+		p = planned
+	} else {
+		c.errorf("explain: warning: %s; symlinks to protected names are not followed in these answers", strings.TrimPrefix(err.Error(), "landlock: "))
+	}
 	status = ExitOK
 	for _, arg := range paths {
 		path, err := canonical(arg)
@@ -55,16 +67,6 @@ func (c *command) explain(args []string) int {
 			return ExitFailure
 		}
 		ex := p.m.Explain(path, op)
-		if lex, err := absClean(arg); err == nil && lex != path && op != tiers.OpDelete && protectingRule(p.m, lex) != nil {
-			// A protected name that is a symlink (~/.bashrc into a dotfiles
-			// repository): run extends its protection to the target, which
-			// is what the kernel decides on.
-			if lx := p.m.Explain(lex, op); lx.Decision.Verdict < ex.Decision.Verdict {
-				lx.Decision.Why += fmt.Sprintf("; %s leads to %s, and run extends the protection of the name to it", display(arg), display(path))
-				lx.Path = path
-				ex = lx
-			}
-		}
 		switch ex.Decision.Verdict {
 		case tiers.Denied:
 			status = ExitDenied

@@ -32,7 +32,7 @@ import (
 // protectResolved adds, for each protecting rule (rules.Rule.Protects) whose
 // leading literal segments pass through a symlink, the same rule at the
 // resolved location. It reads only those paths' components.
-func protectResolved(pol *rules.Policy) error {
+func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error) {
 	memo := map[string]string{}
 	for _, r := range pol.Rules {
 		if !r.Protects() {
@@ -63,12 +63,41 @@ func protectResolved(pol *rules.Policy) error {
 			if k < len(segs) {
 				pattern += "/" + strings.Join(segs[k:], "/")
 			}
-			if _, err := pol.AddDerived(r, pattern, prefix); err != nil {
-				return err
+			if _, err := pol.AddDerived(r, derivedTier(m, r, prefix, resolved), pattern, prefix); err != nil {
+				return added, err
 			}
+			added++
 		}
 	}
-	return nil
+	return added, nil
+}
+
+// derivedTier picks the tier of a rule derived from r for target, which the
+// name path leads to: the most permissive tier that answers no op more
+// permissively than the policy answers it at the name or at the target, so
+// that a derived rule only ever protects (a prompt name leading to a
+// read-only file must not make writing it a matter of approval).
+func derivedTier(m *tiers.Matcher, r *rules.Rule, name, target string) rules.Tier {
+	if r.Kind != rules.KindTier {
+		return r.Tier
+	}
+	var limit [tiers.NumOps]tiers.Verdict
+	for op := range tiers.NumOps {
+		a, b := m.Decide(name, tiers.Op(op)).Verdict, m.Decide(target, tiers.Op(op)).Verdict
+		limit[op] = min(a, b, tiers.TierVerdict(r.Tier, tiers.Op(op)))
+	}
+	for t := r.Tier; ; t-- {
+		ok := true
+		for op := range tiers.NumOps {
+			if tiers.TierVerdict(t, tiers.Op(op)) > limit[op] {
+				ok = false
+				break
+			}
+		}
+		if ok || t == rules.Deny {
+			return t
+		}
+	}
 }
 
 // maxLinkRounds bounds the re-planning for symlinks found in granted trees.
@@ -117,7 +146,7 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 			if st.IsDir() {
 				pattern += "/**"
 			}
-			if _, err := p.pol.AddDerived(r, pattern, l.Path); err != nil {
+			if _, err := p.pol.AddDerived(r, derivedTier(p.m, r, l.Path, l.Target), pattern, l.Path); err != nil {
 				return nil, p, notes, err
 			}
 			notes = append(notes, fmt.Sprintf("%s is protected (%s) and leads to %s: protecting that too", display(l.Path), ruleName(r), display(l.Target)))

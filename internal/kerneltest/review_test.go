@@ -258,3 +258,75 @@ func TestPlantedLinksNextSession(t *testing.T) {
 		t.Errorf("the start-up lines do not name the planted link: %s", r.stderr)
 	}
 }
+
+// Regression tests for the third review.
+
+// TestSymlinksInsideProtectedDirs: a dotfile manager (GNU stow) keeps
+// ~/.ssh, ~/.aws and ~/.config/systemd/user as real directories of
+// symlinks into a repository, here in the workspace. What the links lead
+// to keeps the protection of their names, and explain says what run does.
+func TestSymlinksInsideProtectedDirs(t *testing.T) {
+	s := newSandbox(t, standard)
+	sshcfg := s.write("home/proj/dotfiles/ssh/config", "Host *\n")
+	creds := s.write("home/proj/dotfiles/aws/credentials", "aws_secret_access_key = "+sshKey)
+	unit := s.write("home/proj/dotfiles/systemd/a.service", "[Service]\n")
+	for name, target := range map[string]string{"home/.ssh/config": sshcfg, "home/.aws/credentials": creds, "home/.config/systemd/user/a.service": unit} {
+		s.mkdir(filepath.Dir(name))
+		if err := os.Symlink(target, s.path(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantOK(t, "control: bare reads the credentials", s.bare("read", creds))
+	wantErr(t, "read the aws credentials where they live", s.agent("read", creds), "EACCES")
+	wantErr(t, "read the ssh config where it lives", s.agent("read", sshcfg), "EACCES")
+	wantErr(t, "append a ProxyCommand to the ssh config", s.agent("append", sshcfg, "ProxyCommand evil\n"), "EACCES")
+	wantErr(t, "rewrite the systemd unit", s.agent("append", unit, "ExecStart=evil\n"), "EACCES")
+	wantOK(t, "the systemd unit stays readable (write protection)", s.agent("read", unit))
+	for _, c := range []struct {
+		op, path string
+		want     int
+	}{{"read", creds, 1}, {"write", sshcfg, 1}, {"write", unit, 1}, {"read", unit, 0}} {
+		if r := s.exec(launcher, "explain", "--config", s.config, "--workspace", s.ws, "--op", c.op, c.path); r.code != c.want {
+			t.Errorf("explain --op %s %s: exit %d, want %d: %s", c.op, c.path, r.code, c.want, r.stdout)
+		}
+	}
+}
+
+// TestKnownLimitLinkFromUngrantedTree pins a documented limit: a symlink
+// with a protected name in a part of the home directory no rule grants
+// (another repository's .git/hooks) that leads into the workspace is not
+// found (the launcher lists only granted and literally protected trees),
+// so the agent can write what it leads to; explain says so too.
+func TestKnownLimitLinkFromUngrantedTree(t *testing.T) {
+	s := newSandbox(t, standard)
+	hooks := s.mkdir("home/proj/sharedhooks")
+	hook := s.write("home/proj/sharedhooks/pre-commit", "#!/bin/sh\n")
+	s.mkdir("home/other/.git")
+	if err := os.Symlink(hooks, s.path("home/other/.git/hooks")); err != nil {
+		t.Fatal(err)
+	}
+	r := s.agent("append", hook, "evil\n")
+	if r.code != 0 {
+		t.Errorf("the documented limit changed: the hook is now %s; update the README and this test", r)
+	}
+	if e := s.exec(launcher, "explain", "--config", s.config, "--workspace", s.ws, "--op", "write", hook); e.code != 0 {
+		t.Errorf("explain disagrees with run: exit %d: %s", e.code, e.stdout)
+	}
+}
+
+// TestDerivedRulesNeverLoosen: a link the agent plants with a prompt name
+// leading to a read-only tree makes the next session protect that tree,
+// never turn its denied writes into approvals.
+func TestDerivedRulesNeverLoosen(t *testing.T) {
+	s := newSandbox(t, standard+"read_paths = [\"~/notes/**\"]\nprompt_paths = [\"<workspace>/**/.github/workflows/**\"]\n")
+	todo := s.write("home/notes/todo", "x")
+	s.mkdir("home/proj/src/.github")
+	if r := s.sh("ln -s " + s.home + "/notes src/.github/workflows"); r.code != 0 {
+		t.Fatalf("planting: %s", r)
+	}
+	r := s.exec(launcher, "explain", "--config", s.config, "--workspace", s.ws, "--op", "write", todo)
+	if r.code != 1 {
+		t.Errorf("explain --op write %s: exit %d, want 1 (denied, never needs approval): %s", todo, r.code, r.stdout)
+	}
+	wantErr(t, "write the read-only tree", s.agent("append", todo, "y"), "EACCES")
+}
