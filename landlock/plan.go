@@ -113,7 +113,7 @@ type Plan struct {
 	// Links are symlinks whose own name the policy protects more than the
 	// file they lead to (~/.bashrc -> a dotfiles repository in the
 	// workspace). The kernel decides on the target, so the caller must
-	// extend the protection to it (rules.Policy.ProtectTarget) and plan
+	// extend the protection to it (rules.Policy.AddDerived) and plan
 	// again.
 	Links []Link `json:"links,omitempty"`
 	// Warnings are things the operator should know about the floor, one
