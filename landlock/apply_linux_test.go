@@ -179,6 +179,9 @@ func TestApplyPerABI(t *testing.T) {
 // enforcement (by a symlink to a secret, say) is refused, not followed.
 func TestApplyRefusesChangedPath(t *testing.T) {
 	k := expectedABI(t)
+	if k.ABI < 1 {
+		t.Skip("no Landlock on this kernel (declared): nothing to apply")
+	}
 	dir := t.TempDir()
 	dir, _ = filepath.EvalSymlinks(dir)
 	os.MkdirAll(dir+"/ws/sub", 0o755)

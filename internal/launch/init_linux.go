@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -74,8 +75,8 @@ func InitMain() int {
 	}
 	// Stray fds: everything beyond stdio closes at execve, including the
 	// socket and whatever the supervisor inherited and passed on.
-	if err := unix.CloseRange(syncFD, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fail("init stage: close_range(CLOEXEC): %v", err)
+	if err := cloexecFrom(syncFD); err != nil {
+		return fail("init stage: %v", err)
 	}
 	rules := 0
 	if cfg.Confined {
@@ -122,4 +123,48 @@ func canary(path string) error {
 		return fmt.Errorf("the canary %s could not be checked (%v, not EACCES); refusing to run", path, err)
 	}
 	return nil
+}
+
+// cloexecFrom marks every fd from min on close-on-exec:
+// close_range(CLOSE_RANGE_CLOEXEC) where the kernel has it (5.11), else
+// each fd listed in /proc/self/fd (Linux 5.10 answers EINVAL; found by the
+// VM matrix).
+func cloexecFrom(min int) error {
+	err := unix.CloseRange(uint(min), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) {
+		return fmt.Errorf("close_range(CLOEXEC): %w", err)
+	}
+	return cloexecByList(min)
+}
+
+// cloexecByList marks the fds from min on that /proc/self/fd lists.
+func cloexecByList(min int) error {
+	dir, err := os.Open("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("listing the open fds: %w", err)
+	}
+	names, err := dir.Readdirnames(-1)
+	dirFD := int(dir.Fd())
+	if err != nil {
+		dir.Close()
+		return fmt.Errorf("listing the open fds: %w", err)
+	}
+	for _, n := range names {
+		fd, err := strconv.Atoi(n)
+		if err != nil || fd < min || fd == dirFD {
+			continue
+		}
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil {
+			continue // closed since the listing
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC); err != nil {
+			dir.Close()
+			return fmt.Errorf("fcntl(%d, F_SETFD, FD_CLOEXEC): %w", fd, err)
+		}
+	}
+	return dir.Close() // opened close-on-exec by Go anyway
 }
