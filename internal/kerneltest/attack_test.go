@@ -1,10 +1,7 @@
 package kerneltest
 
 import (
-	"bytes"
-	"context"
 	"debug/elf"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -46,38 +43,6 @@ func corpusWorld(t *testing.T, extra string) *sandbox {
 
 // shq quotes a string for /bin/sh.
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// execFiles is sandbox.exec with files passed to the child as fds 3, 4, ...
-// (a nil entry leaves that fd closed) and extraEnv added to its
-// environment.
-func (s *sandbox) execFiles(files []*os.File, extraEnv []string, bin string, args ...string) result {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(s.env(), extraEnv...)
-	cmd.Dir = s.ws
-	cmd.ExtraFiles = files
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		s.t.Fatalf("%s %q: no result within %s (killed): stdout %q stderr %q", bin, args, runTimeout, out.String(), errb.String())
-	}
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			r.code = 128 + int(ws.Signal())
-		}
-	case err != nil:
-		s.t.Fatalf("%s: %v", bin, err)
-	}
-	return r
-}
 
 // bareSh runs a shell script unconfined; its $PPID is the test process.
 func (s *sandbox) bareSh(script string) result {

@@ -211,21 +211,9 @@ func TestStrayFDsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer key.Close()
-	run := func(bin string, args ...string) result {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = s.env()
-		cmd.Dir = s.ws
-		var out strings.Builder
-		cmd.Stdout = &out
-		// Entry i of ExtraFiles becomes fd 3+i: the key at 3, 7 and 9.
-		cmd.ExtraFiles = []*os.File{key, nil, nil, nil, key, nil, key}
-		err := cmd.Run()
-		r := result{stdout: out.String()}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.code = ee.ExitCode()
-		}
-		return r
-	}
+	// Entry i of the files becomes fd 3+i: the key at 3, 7 and 9.
+	files := []*os.File{key, nil, nil, nil, key, nil, key}
+	run := func(bin string, args ...string) result { return s.execFiles(files, nil, bin, args...) }
 	// The agent, a Go program, opens fds 3-6 itself at start: probe 7 and 9
 	// with it, and all of them with a shell that opens none.
 	for _, fd := range []string{"7", "9"} {

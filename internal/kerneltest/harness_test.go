@@ -229,13 +229,17 @@ func (s *sandbox) sh(script string) result {
 	return s.launch("/bin/sh", "-c", script)
 }
 
-func (s *sandbox) exec(bin string, args ...string) result {
+// execFiles is sandbox.exec with files passed to the child as fds 3, 4, ...
+// (a nil entry leaves that fd closed) and extraEnv added to its
+// environment.
+func (s *sandbox) execFiles(files []*os.File, extraEnv []string, bin string, args ...string) result {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = s.env()
+	cmd.Env = append(s.env(), extraEnv...)
 	cmd.Dir = s.ws
+	cmd.ExtraFiles = files
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -255,6 +259,13 @@ func (s *sandbox) exec(bin string, args ...string) result {
 		s.t.Fatalf("%s: %v", bin, err)
 	}
 	return r
+}
+
+// exec runs bin with args in the sandbox's environment, workspace and a
+// new session, under runTimeout.
+func (s *sandbox) exec(bin string, args ...string) result {
+	s.t.Helper()
+	return s.execFiles(nil, nil, bin, args...)
 }
 
 // wantOK asserts the agent's operation succeeded.
