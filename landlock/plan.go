@@ -696,27 +696,14 @@ func (p *planner) scanned(dir string) bool {
 // literal returns the path a glob names when it is a literal path, or a
 // literal directory followed by "/**" (tree).
 func literal(g rules.Glob) (path string, tree bool, ok bool) {
-	var b strings.Builder
-	for i, t := range g.Tokens {
-		switch t.Kind {
-		case rules.TokSep:
-			b.WriteByte('/')
-		case rules.TokLit:
-			b.WriteRune(t.Rune)
-		case rules.TokTail:
-			if i != len(g.Tokens)-1 {
-				return "", false, false
-			}
-			tree = true
-		default:
-			return "", false, false
-		}
+	prefix, rest := g.LiteralPrefix()
+	switch {
+	case prefix == "":
+		return "", false, false
+	case rest == "**":
+		return prefix, true, true
 	}
-	path = b.String()
-	if path == "" {
-		path = "/"
-	}
-	return path, tree, strings.HasPrefix(path, "/")
+	return prefix, false, rest == ""
 }
 
 // canary picks an existing path the policy denies reading and no rule of

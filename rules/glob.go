@@ -520,3 +520,34 @@ func parseClass(pat string, off int, s string) (Token, int, *GlobError) {
 	}
 	return Token{Kind: TokClass, Ranges: ranges}, i + 1, nil
 }
+
+// LiteralPrefix splits g after its LiteralSegments leading segments: prefix
+// is the path they name, unescaped ("" for a glob that starts with a
+// wildcard or "**/"), rest the glob text after them, "" when g is a
+// literal path ("**" for a literal directory followed by "/**").
+func (g *Glob) LiteralPrefix() (prefix, rest string) {
+	if !strings.HasPrefix(g.Text, "/") || g.LiteralSegments == 0 {
+		return "", g.Text
+	}
+	var b strings.Builder
+	seps := 0
+	for _, t := range g.Tokens {
+		if t.Kind == TokSep {
+			if seps == g.LiteralSegments {
+				break
+			}
+			seps++
+			b.WriteByte('/')
+			continue
+		}
+		if t.Kind != TokLit {
+			break
+		}
+		b.WriteRune(t.Rune)
+	}
+	segs := strings.Split(g.Text, "/") // "\/" is refused: every '/' separates
+	if 1+g.LiteralSegments < len(segs) {
+		rest = strings.Join(segs[1+g.LiteralSegments:], "/")
+	}
+	return b.String(), rest
+}

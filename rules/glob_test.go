@@ -133,3 +133,23 @@ func TestEscapeLiteral(t *testing.T) {
 		t.Error("expansion over the limit accepted")
 	}
 }
+
+func TestLiteralPrefix(t *testing.T) {
+	for _, c := range []struct{ pattern, prefix, rest string }{
+		{"/home/u/.ssh/**", "/home/u/.ssh", "**"},
+		{"/etc/shadow", "/etc/shadow", ""},
+		{"/home/u/**/.env", "/home/u", "**/.env"},
+		{"/etc/ssh/ssh_host_*_key", "/etc/ssh", "ssh_host_*_key"},
+		{`/a\*b/c/*.txt`, "/a*b/c", "*.txt"},
+		{"**/.env", "", "**/.env"},
+		{"/*/x", "", "/*/x"},
+	} {
+		gs, err := ParsePattern(c.pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prefix, rest := gs[0].LiteralPrefix(); prefix != c.prefix || rest != c.rest {
+			t.Errorf("%q: %q, %q; want %q, %q", c.pattern, prefix, rest, c.prefix, c.rest)
+		}
+	}
+}

@@ -39,13 +39,8 @@ func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error)
 			continue
 		}
 		for _, g := range r.Globs {
-			segs := strings.Split(g.Text, "/")
-			k := 1 // segs[0] is "" before the leading "/"
-			for k < len(segs) && !rules.HasMeta(segs[k]) {
-				k++
-			}
-			prefix := strings.Join(segs[:k], "/")
-			if prefix == "" || !strings.HasPrefix(g.Text, "/") {
+			prefix, rest := g.LiteralPrefix()
+			if prefix == "" {
 				continue
 			}
 			resolved, ok := memo[prefix]
@@ -60,8 +55,8 @@ func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error)
 				continue
 			}
 			pattern := rules.EscapeLiteral(resolved)
-			if k < len(segs) {
-				pattern += "/" + strings.Join(segs[k:], "/")
+			if rest != "" {
+				pattern += "/" + rest
 			}
 			if _, err := pol.AddDerived(r, derivedTier(m, r, prefix, resolved), pattern, prefix); err != nil {
 				return added, err
