@@ -77,6 +77,15 @@ func doOp(op []string) string {
 		err = unix.Rename(op[1], op[2])
 	case "link":
 		err = unix.Link(op[1], op[2])
+	case "wait":
+		// Poll (stat is not Landlock's business) until the test process
+		// has made op[1].
+		for i := 0; i < 1000; i++ {
+			if _, err = os.Stat(op[1]); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	case "kill-parent":
 		err = unix.Kill(os.Getppid(), 0)
 	case "abstract":
@@ -231,5 +240,71 @@ func TestDetect(t *testing.T) {
 	}
 	if err := RunSupported(Kernel{Reason: "x"}); !errors.Is(err, ErrNoLandlock) {
 		t.Errorf("RunSupported(no Landlock) = %v", err)
+	}
+}
+
+// TestApplySkipsRemovedPath: a rule path removed between planning and
+// enforcement is skipped, and what is made there afterwards has no rule:
+// the floor denies it (fail closed).
+func TestApplySkipsRemovedPath(t *testing.T) {
+	k := expectedABI(t)
+	if k.ABI < 1 {
+		t.Skip("no Landlock on this kernel (declared): nothing to apply")
+	}
+	dir := t.TempDir()
+	dir, _ = filepath.EvalSymlinks(dir)
+	os.MkdirAll(dir+"/ws/gone", 0o755)
+	os.MkdirAll(dir+"/ws/kept", 0o755)
+	os.WriteFile(dir+"/ws/.env", []byte("s"), 0o644) // carves ws: gone and kept get rules of their own
+	os.WriteFile(dir+"/ws/kept/f", []byte("k"), 0o644)
+	os.MkdirAll(dir+"/secret", 0o755)
+	m := compile(t, fmt.Sprintf("[file_policy]\nwrite_paths = [%q]\ndeny_paths = [%q]\n", dir+"/ws/**", dir+"/ws/.env"))
+	pl, err := NewPlan(m, k.ABI, OS(), Options{Canaries: []string{dir + "/secret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.Grants(dir+"/ws/gone/x", TypeFile)&ReadFile == 0 {
+		t.Fatalf("the plan does not grant the directory to remove:\n%s", pl.Format())
+	}
+	os.RemoveAll(dir + "/ws/gone")
+	// The child applies the plan (skipping the removed path), says so in
+	// the granted sibling, waits until the test has made a new directory
+	// at the old name, and reads in it.
+	job := childJob{Plan: *pl, Handled: pl.Handled, Scoped: pl.Scoped, Ops: [][]string{
+		{"write", dir + "/ws/kept/applied"},
+		{"wait", dir + "/made"},
+		{"read", dir + "/ws/gone/x"},
+		{"read", dir + "/ws/kept/f"},
+	}}
+	for _, r := range pl.Rules {
+		job.Access = append(job.Access, uint64(r.Access))
+	}
+	spec, _ := json.Marshal(job)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := os.Stat(dir + "/ws/kept/applied"); err == nil {
+			break
+		}
+		if i == 3000 {
+			cmd.Process.Kill()
+			t.Fatalf("the child never applied the plan: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	os.MkdirAll(dir+"/ws/gone", 0o755)
+	os.WriteFile(dir+"/ws/gone/x", []byte("x"), 0o644)
+	os.WriteFile(dir+"/made", nil, 0o644)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")[2:]
+	if strings.Join(got, " ") != "EACCES ok" {
+		t.Errorf("got %q, want the replacement denied and the sibling readable", got)
 	}
 }

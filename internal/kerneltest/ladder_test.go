@@ -132,3 +132,18 @@ func TestRefusalHere(t *testing.T) {
 		t.Errorf("doctor's verdict (exit %d) disagrees with the ladder (%v): %s", d.code, err, d.stdout)
 	}
 }
+
+// TestSimulateOnlyLowers: AGENT_LAUNCHER_SIMULATE_ABI cannot make the
+// launcher trust an ABI the kernel does not have.
+func TestSimulateOnlyLowers(t *testing.T) {
+	s := newSandbox(t, standard)
+	r := s.launcherEnv([]string{"AGENT_LAUNCHER_SIMULATE_ABI=99"}, "doctor", "--json")
+	var rep struct {
+		Landlock struct {
+			ABI int `json:"abi"`
+		} `json:"landlock"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Landlock.ABI != kernel.ABI {
+		t.Errorf("SIMULATE_ABI=99 on ABI %d: doctor reports %+v (%v): %s", kernel.ABI, rep, err, r)
+	}
+}
