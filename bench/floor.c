@@ -9,6 +9,9 @@
 //	floor openloop ITERS FILE          the same loop (the name used under the launcher)
 //	floor landlock ITERS FILE [DIR...] restrict self with Landlock, then the same loop
 //	floor exec     ITERS PROG [ARG...] fork, execve PROG with stdio on /dev/null, wait
+//	floor faults   ITERS               touch ITERS fresh anonymous pages: the cost of
+//	                                   one page fault, which every process start pays
+//	                                   hundreds of times (a Go runtime about 300)
 //	floor sandbox  [PATH...] -- PROG [ARG...]
 //	                                   restrict self as the landlock arm does, then
 //	                                   execve PROG (found in $PATH): the least a
@@ -33,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -141,10 +145,21 @@ static uint64_t exec_loop(char **argv, long iters) {
 	return now_ns() - t0;
 }
 
+// fault_loop touches iters fresh pages of a private anonymous mapping.
+static uint64_t fault_loop(long iters) {
+	long page = sysconf(_SC_PAGESIZE);
+	volatile char *p = mmap(NULL, (size_t)iters * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) fail("mmap");
+	uint64_t t0 = now_ns();
+	for (long i = 0; i < iters; i++) p[i * page] = 1;
+	return now_ns() - t0;
+}
+
 static void usage(void) {
 	fprintf(stderr, "usage: floor bare|openloop ITERS FILE\n"
 	                "       floor landlock ITERS FILE [DIR...]\n"
 	                "       floor exec ITERS PROG [ARG...]\n"
+	                "       floor faults ITERS\n"
 	                "       floor sandbox [PATH...] -- PROG [ARG...]\n");
 	exit(2);
 }
@@ -158,7 +173,7 @@ int main(int argc, char **argv) {
 		execvpe(argv[sep + 1], argv + sep + 1, environ); // $PATH, as a shell would
 		fail(argv[sep + 1]);
 	}
-	if (argc < 4) usage();
+	if (argc < 3 || (argc < 4 && strcmp(argv[1], "faults"))) usage();
 	const char *arm = argv[1];
 	char *end;
 	long iters = strtol(argv[2], &end, 10);
@@ -170,6 +185,8 @@ int main(int argc, char **argv) {
 	} else if (!strcmp(arm, "landlock")) {
 		restrict_self(argv + 4, argc - 4);
 		ns = open_loop(argv[3], iters);
+	} else if (!strcmp(arm, "faults") && argc == 3) {
+		ns = fault_loop(iters);
 	} else if (!strcmp(arm, "exec")) {
 		ns = exec_loop(argv + 3, iters);
 	} else {

@@ -58,6 +58,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.launcher, "launcher", "bin/agent-launcher", "the launcher binary to measure (build it first)")
 	flag.StringVar(&o.src, "src", "bench/floor.c", "the C reference")
+	flag.StringVar(&o.reexecPkg, "reexec", "./bench/cmd/reexec", "the Go reference of the launcher's start-up (a package)")
 	flag.StringVar(&o.cc, "cc", "gcc", "C compiler")
 	flag.IntVar(&o.rounds, "rounds", 11, "timed runs of every arm (at least 10; odd gives a true median)")
 	flag.IntVar(&o.execIters, "exec-iters", 10, "start-ups per start-up sample")
@@ -100,6 +101,7 @@ func main() {
 
 type options struct {
 	launcher, src, cc, only, dir string
+	reexecPkg                    string
 	rounds, execIters, openIters int
 	files                        int
 	keep, strict                 bool
@@ -112,6 +114,7 @@ type bench struct {
 	home  string // the throwaway HOME of every arm
 	ws    string // the small workspace of the start-up and open sections
 	floor string // the built C reference, inside ws so the launcher may run it
+	reexec string // the built Go reference of the launcher's start-up
 	file  string // the file the open loops open, inside ws
 	pmin  string // the minimal policy file
 	pwork string // the minimal policy plus what go needs in HOME
@@ -175,6 +178,7 @@ func newBench(o options) (*bench, error) {
 	b.ws = filepath.Join(b.root, "ws")
 	b.file = filepath.Join(b.ws, "f")
 	b.floor = filepath.Join(b.ws, "floor")
+	b.reexec = filepath.Join(b.root, "reexec")
 	b.pmin = filepath.Join(b.root, "minimal.toml")
 	b.pwork = filepath.Join(b.root, "workload.toml")
 	return b, nil
@@ -259,6 +263,10 @@ func (b *bench) setup() error {
 	}
 	b.logf("building %s with %s", b.src, b.cc)
 	if _, err := output(b.env(), "", b.cc, "-O2", "-Wall", "-Wextra", "-o", b.floor, b.src); err != nil {
+		return err
+	}
+	b.logf("building %s with go build", b.reexecPkg)
+	if _, err := output(append(os.Environ(), "CGO_ENABLED=0"), "", "go", "build", "-trimpath", "-o", b.reexec, b.reexecPkg); err != nil {
 		return err
 	}
 	// A confined run must say it is confined, or the numbers mean nothing.
@@ -398,6 +406,7 @@ func (b *bench) startup() error {
 		{"exec /bin/true (C fork+execve+wait)", execMs("/bin/true")},
 		{"C Landlock wrapper: floor sandbox", execMs(b.sandbox(b.ws, "/bin/true")...)},
 		{"agent-launcher version (Go start-up)", execMs(b.launcher, "version")},
+		{"Go re-exec floor: 2 Go starts, execve", execMs(b.reexec, "/bin/true")},
 		{"check --landlock, minimal policy", execMs(check(b.pmin)...)},
 		{"run -- /bin/true, minimal policy", execMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
 		{"  the same, cold (empty HOME)", coldMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
@@ -424,12 +433,33 @@ func (b *bench) startup() error {
 	}
 	b.out.flush()
 	fmt.Printf("  split of run's overhead (minimal policy): Go start-up %+.1f ms, policy load+compile+plan %+.1f ms, init stage+Landlock+execve %+.1f ms\n",
-		median(s[2])-base, median(s[3])-median(s[2]), median(s[4])-median(s[3]))
-	fmt.Printf("  a cold start costs %+.1f ms more (minimal policy), %+.1f ms (default policy)\n", median(s[5])-median(s[4]), median(s[8])-median(s[7]))
+		median(s[2])-base, median(s[4])-median(s[2]), median(s[5])-median(s[4]))
+	fmt.Printf("  a cold start costs %+.1f ms more (minimal policy), %+.1f ms (default policy)\n", median(s[6])-median(s[5]), median(s[9])-median(s[8]))
+	fmt.Printf("  Go re-exec floor (bench/cmd/reexec): what any launcher that re-executes a Go init stage pays before doing any work; run is %+.1f ms above it (minimal policy)\n",
+		median(s[5])-median(s[3]))
+	if us, err := b.faultUs(); err == nil {
+		fmt.Printf("  one anonymous page fault here: %.1f us (floor faults); a Go start-up takes about 300, a C /bin/true about 50\n", us)
+	} else {
+		fmt.Printf("  page-fault cost: %v\n", err)
+	}
 	fmt.Printf("  floor sandbox %s /dev/null -- /bin/true: restrict to read on /, every right on the workspace and /dev/null, then execve\n", b.ws)
 	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
 	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
 	return nil
+}
+
+// faultUs measures one anonymous page fault, the median of five runs of
+// floor faults.
+func (b *bench) faultUs() (float64, error) {
+	var v []float64
+	for range 5 {
+		ns, err := b.floorNs(b.env(), b.floor, "faults", "10000")
+		if err != nil {
+			return 0, err
+		}
+		v = append(v, ns/1e3)
+	}
+	return median(v), nil
 }
 
 func (b *bench) open() error {
