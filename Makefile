@@ -9,7 +9,7 @@ EXPECT_LANDLOCK_ABI ?= 7
 # staticcheck 2026.2.2
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test demo bench fuzz lint deps clean
+.PHONY: all build test test-host vm-test vm-test-catches demo bench fuzz lint deps clean
 
 all: build
 
@@ -23,15 +23,30 @@ build:
 
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
 # their checked-in corpora as ordinary tests), the purity check of the
-# importable packages, every test binary again as an unprivileged user, and
-# the demo (its output discarded) so that the README's first command works.
-test: deps build
+# importable packages, every test binary again as an unprivileged user, the
+# demo (its output discarded) so that the README's first command works, and
+# the kernel suites in VMs across Landlock ABIs (vm-test).
+test: test-host vm-test
+
+test-host: deps build
 	./scripts/test-user
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers ./landlock
 	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) $(GO) test -count=1 ./...
 	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) ./scripts/test-unprivileged
 	@./scripts/demo $(BIN) > /dev/null 2>&1 && echo "ok   make demo (smoke test)" || { ./scripts/demo $(BIN); echo "FAIL make demo"; exit 1; }
+
+# The kernel suites in VMs, one row per kernel of vm-tests/rows (Landlock
+# absent, disabled, ABI 2, 6 and the newest), as root and as an
+# unprivileged user in each guest; a table of the rows. vm-tests/README.md.
+vm-test: deps
+	./vm-tests/matrix.sh
+
+# Proves that the matrix catches a broken floor: a copy of the tree whose
+# planner grants carved directories what their carve-outs must not get
+# fails in every row with Landlock (vm-tests/catches.sh).
+vm-test-catches: deps
+	./vm-tests/catches.sh
 
 demo: deps build
 	@./scripts/demo $(BIN)

@@ -10,7 +10,8 @@
 # its summary (second serial port) to ROW.summary. The exit status is 0 only
 # when qemu left through isa-debug-exit with guest code 0 (every test
 # binary passed as root and as uid 4242, and the kernel reported the row's
-# ABI). qemu runs under software emulation (TCG): no /dev/kvm needed.
+# ABI). qemu runs under software emulation (TCG): no /dev/kvm needed; KVM
+# is used when /dev/kvm is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 row=${1:?usage: boot.sh ROW [INITRAMFS]}
@@ -18,6 +19,10 @@ out=${AGENT_LAUNCHER_VM_BUILD:-$PWD/bin/vm}
 initrd=${2:-$out/initramfs.cpio}
 mem=${AGENT_LAUNCHER_VM_MEM:-2048}
 limit=${AGENT_LAUNCHER_VM_TIMEOUT:-3000}
+# Software emulation (TCG) unless /dev/kvm is usable (a developer's machine,
+# the Vagrant box); AGENT_LAUNCHER_VM_ACCEL overrides.
+accel=${AGENT_LAUNCHER_VM_ACCEL:-tcg}
+if [ -z "${AGENT_LAUNCHER_VM_ACCEL:-}" ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then accel=kvm; fi
 
 read -r _ kid abi errno extra < <(awk -v r="$row" '$1 == r' vm-tests/rows)
 [ -n "${kid:-}" ] || { echo "boot.sh: no row $row in vm-tests/rows" >&2; exit 2; }
@@ -31,7 +36,7 @@ log=$out/logs/$row
 start=$(date +%s.%N)
 set +e
 timeout "$limit" qemu-system-x86_64 -nodefaults -no-user-config -display none \
-  -accel tcg -cpu max -m "$mem" -smp 1 -no-reboot \
+  -accel "$accel" -cpu max -m "$mem" -smp 1 -no-reboot \
   -kernel "$vmlinuz" -initrd "$initrd" -append "$append" \
   -device isa-debug-exit,iobase=0xf4,iosize=0x04 \
   -serial "file:$log.console" -serial "file:$log.summary" </dev/null

@@ -19,15 +19,15 @@ suites="landlock ./landlock
 kerneltest ./internal/kerneltest"
 
 export CGO_ENABLED=0
-$go build -trimpath -o "$out/tools/mkcpio" ./vm-tests/cmd/mkcpio
-$go build -trimpath -o "$out/tools/vminit" ./vm-tests/cmd/vminit
-$go build -trimpath -o "$out/stage/bin/agent-launcher" ./cmd/agent-launcher
-$go build -trimpath -o "$out/stage/bin/testagent" ./internal/testagent
+$go build -trimpath -buildvcs=false -o "$out/tools/mkcpio" ./vm-tests/cmd/mkcpio
+$go build -trimpath -buildvcs=false -o "$out/tools/vminit" ./vm-tests/cmd/vminit
+$go build -trimpath -buildvcs=false -o "$out/stage/bin/agent-launcher" ./cmd/agent-launcher
+$go build -trimpath -buildvcs=false -o "$out/stage/bin/testagent" ./internal/testagent
 conf="$out/stage/tests.conf"
 echo "# NAME DIR BINARY ARGS (vm-tests/cmd/vminit)" > "$conf"
 args=()
 while read -r name pkg; do
-  $go test -c -trimpath -o "$out/stage/$name.test" "$pkg"
+  $go test -c -trimpath -buildvcs=false -o "$out/stage/$name.test" "$pkg"
   echo "$name /vm-tests/src/$name /vm-tests/$name.test -test.v -test.count=1 -test.timeout=20m" >> "$conf"
   args+=("vm-tests/$name.test=$out/stage/$name.test")
   if [ -d "$pkg/testdata" ]; then

@@ -18,11 +18,17 @@ mkdir -p "$out/logs"
 start=$(date +%s)
 printf '%s\n' $rows | xargs -P "$jobs" -I{} sh -c 'vm-tests/boot.sh "$1" "$2" > "$3/logs/$1.result" 2>&1 || true' _ {} "$initrd" "$out"
 fail=0
-printf '%-11s %-30s %-18s %-12s %-11s %-12s %-15s %s\n' row kernel "ABI found" passed failed skipped seconds status
+fmt='%-11s %-28s %-15s %7s %7s %8s %8s  %s\n'
+printf "$fmt" row kernel "ABI found" passed failed skipped seconds status
 for r in $rows; do
-  line=$(cat "$out/logs/$r.result")
-  echo "$line"
-  case $line in *" ok") ;; *) fail=1 ;; esac
+  line=$(cat "$out/logs/$r.result" 2>/dev/null || true)
+  case $line in
+    *" ok") ;;
+    "") fail=1; line="$r ? abi=? passed=0 failed=0 skipped=0 seconds=? FAIL (no result; see $out/logs/$r.console)" ;;
+    *) fail=1 ;;
+  esac
+  # ROW KERNEL abi=N passed=N failed=N skipped=N seconds=S STATUS...
+  echo "$line" | awk -v fmt="$fmt" '{ for (i = 3; i <= 7; i++) sub(/^[a-z]+=/, "", $i); st = $8; for (i = 9; i <= NF; i++) st = st " " $i; printf fmt, $1, $2, $3, $4, $5, $6, $7, st }'
 done
-echo "total $(( $(date +%s) - start ))s wall, $jobs VMs at a time"
+echo "total $(( $(date +%s) - start ))s wall, $jobs VMs at a time; logs in $out/logs"
 exit $fail

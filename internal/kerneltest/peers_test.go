@@ -264,9 +264,12 @@ func TestPeerCABundles(t *testing.T) {
 }
 
 // findPem returns a regular *.pem file in the first of dirs that holds one
-// (a bounded walk), or "".
+// (a bounded walk), else a symlink named *.pem to a regular file (a minimal
+// Debian has only /usr/lib/ssl/cert.pem, which leads to the bundle in
+// /etc), or "".
 func findPem(t *testing.T, dirs ...string) string {
 	t.Helper()
+	link := "" // a symlink named *.pem (Debian's /usr/lib/ssl/cert.pem), when no regular file is found
 	for _, d := range dirs {
 		found, seen := "", 0
 		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
@@ -276,9 +279,17 @@ func findPem(t *testing.T, dirs ...string) string {
 			if seen++; seen > 200000 {
 				return fs.SkipAll
 			}
-			if e.Type().IsRegular() && strings.HasSuffix(e.Name(), ".pem") {
+			if !strings.HasSuffix(e.Name(), ".pem") {
+				return nil
+			}
+			if e.Type().IsRegular() {
 				found = p
 				return fs.SkipAll
+			}
+			if e.Type()&fs.ModeSymlink != 0 && link == "" {
+				if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+					link = p
+				}
 			}
 			return nil
 		})
@@ -286,7 +297,7 @@ func findPem(t *testing.T, dirs ...string) string {
 			return found
 		}
 	}
-	return ""
+	return link
 }
 
 // A liveSession is a launcher run the test acts on while the agent runs:
