@@ -129,7 +129,7 @@ func TestLadder(t *testing.T) {
 
 // doctorReport is the part of doctor --json the tests read.
 type doctorReport struct {
-	Schema   int `json:"schema"`
+	Schema   int    `json:"schema"`
 	Release  string `json:"kernel_release"`
 	Landlock struct {
 		ABI    int    `json:"abi"`

@@ -110,15 +110,15 @@ type options struct {
 // bench is one run: the scratch tree under root and what has been measured.
 type bench struct {
 	options
-	root  string // scratch directory, symlinks resolved
-	home  string // the throwaway HOME of every arm
-	ws    string // the small workspace of the start-up and open sections
-	floor string // the built C reference, inside ws so the launcher may run it
+	root   string // scratch directory, symlinks resolved
+	home   string // the throwaway HOME of every arm
+	ws     string // the small workspace of the start-up and open sections
+	floor  string // the built C reference, inside ws so the launcher may run it
 	reexec string // the built Go reference of the launcher's start-up
-	file  string // the file the open loops open, inside ws
-	pmin  string // the minimal policy file
-	pwork string // the minimal policy plus what go needs in HOME
-	path  string // PATH of every arm
+	file   string // the file the open loops open, inside ws
+	pmin   string // the minimal policy file
+	pwork  string // the minimal policy plus what go needs in HOME
+	path   string // PATH of every arm
 
 	out    table
 	missed int
