@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
 	"github.com/agent-launcher/agent-launcher/internal/launch"
 	"github.com/agent-launcher/agent-launcher/landlock"
+	"github.com/agent-launcher/agent-launcher/rules"
 )
 
 // run confines a command: DESIGN.md sections 5 and 11.
@@ -110,8 +112,13 @@ func (c *command) run(args []string) int {
 		c.startLine(argv, pf.agent, e, plan)
 	}
 
+	agentEnv, dropped := filterEnv(&p.pol.Env, os.Environ())
+	if len(dropped) > 0 {
+		c.errorf("%s", droppedLine(dropped))
+	}
+
 	code, err := launch.Run(c.ctx, launch.Session{
-		Plan: plan, Path: path, Argv: argv, Env: os.Environ(),
+		Plan: plan, Path: path, Argv: argv, Env: agentEnv,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
 		Notice: func(msg string) { c.errorf("%s", msg) },
 	})
@@ -125,6 +132,30 @@ func (c *command) run(args []string) int {
 		return ExitFailure
 	}
 	return code
+}
+
+// filterEnv applies the policy's [env] to environ: the variables that reach
+// the agent, and the names of the ones dropped, sorted and each once.
+func filterEnv(ep *rules.EnvPolicy, environ []string) (keep, dropped []string) {
+	for _, kv := range environ {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue // not a variable a program can read by name
+		}
+		if pass, _ := ep.Keep(name); pass {
+			keep = append(keep, kv)
+		} else {
+			dropped = append(dropped, name)
+		}
+	}
+	slices.Sort(dropped)
+	return keep, slices.Compact(dropped)
+}
+
+// droppedLine is the start-up line that names the dropped variables.
+func droppedLine(names []string) string {
+	return fmt.Sprintf("not passed to the agent (the policy's [env]): %s; to pass one, name it in [env] pass = [\"NAME\"]",
+		strings.Join(names, " "))
 }
 
 // refusedWorkspace says why run refuses a workspace, or "".

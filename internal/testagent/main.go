@@ -243,6 +243,7 @@ func commands() map[string]op {
 		"mount-tmpfs":      {"PATH", 1, 1, opMountTmpfs},
 		"pid":              {"", 0, 0, opPid},
 		"status":           {"", 0, 0, opStatus},
+		"getenv":           {"NAME", 1, 1, opGetenv},
 		"sleep":            {"MS", 1, 1, opSleep},
 		"wait-file":        {"PATH TIMEOUT_MS", 2, 2, opWaitFile},
 		"daemon":           {"OUTFILE OP [ARG...]", 2, variadic, opDaemon},

@@ -543,6 +543,15 @@ func opPid(_ *env, _ []string) (string, error) {
 	return fmt.Sprintf("pid=%d ppid=%d sid=%d pgid=%d", os.Getpid(), os.Getppid(), sid, unix.Getpgrp()), nil
 }
 
+// opGetenv prints the variable's value; an unset variable is ENOENT.
+func opGetenv(_ *env, args []string) (string, error) {
+	v, ok := os.LookupEnv(args[0])
+	if !ok {
+		return "", os.NewSyscallError("getenv", unix.ENOENT)
+	}
+	return v, nil
+}
+
 func opStatus(_ *env, _ []string) (string, error) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
