@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -46,7 +47,7 @@ func Detect() (Kernel, error) {
 // cannot widen a grant. The ruleset handles exactly pl.Handled and
 // pl.Scoped, which must be those of an ABI the kernel has: no best-effort
 // downgrade.
-func Apply(pl *Plan) error {
+func Apply(pl *Plan, viewDevs ...uint64) error {
 	runtime.LockOSThread() // the caller should hold it already; make sure
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(pl.Handled), Scoped: uint64(pl.Scoped)}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
@@ -55,7 +56,7 @@ func Apply(pl *Plan) error {
 	}
 	defer unix.Close(fd)
 	for _, r := range pl.Rules {
-		if err := addRule(fd, r); err != nil {
+		if err := addRule(fd, r, viewDevs); err != nil {
 			return err
 		}
 	}
@@ -80,7 +81,7 @@ func (e *RuleError) Unwrap() error { return e.Err }
 // ErrChanged: a rule path names another inode than at planning.
 var ErrChanged = errors.New("changed since planning (replaced or renamed); start again")
 
-func addRule(rulesetFD int, r Rule) error {
+func addRule(rulesetFD int, r Rule, viewDevs []uint64) error {
 	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if r.Dir {
 		flags |= unix.O_DIRECTORY
@@ -99,7 +100,13 @@ func addRule(rulesetFD int, r Rule) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return &RuleError{r.Path, fmt.Errorf("fstat: %w", err)}
 	}
-	if st.Dev != r.Dev || st.Ino != r.Ino || (st.Mode&unix.S_IFMT == unix.S_IFDIR) != r.Dir || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+	same := st.Dev == r.Dev && st.Ino == r.Ino
+	if r.View {
+		// Made by the init stage for the private view: it must lie on a
+		// filesystem the view mounted, which nothing outside can reach.
+		same = slices.Contains(viewDevs, st.Dev)
+	}
+	if !same || (st.Mode&unix.S_IFMT == unix.S_IFDIR) != r.Dir || st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return &RuleError{r.Path, ErrChanged}
 	}
 	attr := ll.PathBeneathAttr{AllowedAccess: uint64(r.Access), ParentFd: fd}

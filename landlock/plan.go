@@ -32,6 +32,9 @@ type Info struct {
 	Dev   uint64
 	Ino   uint64
 	Nlink uint64
+	// View marks a directory of the private view that the init stage
+	// makes (View.FS): Dev and Ino are not known when planning.
+	View bool
 }
 
 // DirEntry is one name in a directory listing, with its type (d_type).
@@ -66,6 +69,10 @@ type Rule struct {
 	Rights []string `json:"access"`
 	Dev    uint64   `json:"dev"`
 	Ino    uint64   `json:"ino"`
+	// View: the inode is one the init stage makes for the private view
+	// (a fresh tmpfs or /proc, or a directory on such a tmpfs); the apply
+	// step checks that it lies on a filesystem the view mounted.
+	View bool `json:"view,omitempty"`
 }
 
 // Carved is a granted directory that holds a carve-out: entries the policy
@@ -81,6 +88,9 @@ type Carved struct {
 	CarveOuts []string `json:"carve_outs"`
 	Dev       uint64   `json:"-"`
 	Ino       uint64   `json:"-"`
+	// View: a directory of the private view (Rule.View), which nothing
+	// outside the session can change.
+	View bool `json:"view,omitempty"`
 }
 
 // Protected is an existing entry the floor gives less than its parent
@@ -432,7 +442,7 @@ func (p *planner) dir(n *node, inh Access) error {
 		walked = true
 	}
 	if g&^inh != 0 {
-		p.plan.Rules = append(p.plan.Rules, Rule{Path: n.path, Dir: true, Access: g, Dev: n.info.Dev, Ino: n.info.Ino})
+		p.plan.Rules = append(p.plan.Rules, Rule{Path: n.path, Dir: true, Access: g, Dev: n.info.Dev, Ino: n.info.Ino, View: n.info.View})
 	}
 	have := inh | g
 	want := rightsFor(st.Strongest, TypeOther, true) & p.handled
@@ -490,7 +500,7 @@ func (p *planner) dir(n *node, inh Access) error {
 				continue // replaced since the listing
 			}
 			if want&^have != 0 {
-				p.plan.Rules = append(p.plan.Rules, Rule{Path: path, Access: want, Dev: info.Dev, Ino: info.Ino})
+				p.plan.Rules = append(p.plan.Rules, Rule{Path: path, Access: want, Dev: info.Dev, Ino: info.Ino, View: info.View})
 			}
 			p.protect(path, info, v, tree)
 			if restricted && info.Nlink > 1 {
@@ -516,7 +526,7 @@ func (p *planner) addProtected(path string, info Info, tier tiers.Tier) {
 }
 
 func (p *planner) carve(n *node, kept, deferred Access) {
-	p.plan.Carved = append(p.plan.Carved, Carved{Path: n.path, Kept: kept.String(), Deferred: deferred.String(), Dev: n.info.Dev, Ino: n.info.Ino})
+	p.plan.Carved = append(p.plan.Carved, Carved{Path: n.path, Kept: kept.String(), Deferred: deferred.String(), Dev: n.info.Dev, Ino: n.info.Ino, View: n.info.View})
 }
 
 // walk lists everything below n to resolve anywhere-patterns, and sets

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # catches.sh proves that the VM matrix catches a broken floor. It copies the
 # working tree, breaks the Landlock planner in the copy (a directory's rule
-# carries what its own tier allows, ignoring the carve-outs below it: the
-# planner grants a carve-out's parent), runs the rows abi-2, abi-6 and
+# carries the most any name below it may have instead of the least, so the
+# parent of a carve-out is granted what the carve-out must not get), runs
+# the rows abi-2, abi-6 and
 # abi-newest on that build, and succeeds only when
 #
 #   - every one of those rows fails;
@@ -25,12 +26,12 @@ git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' 
   [ -e "$f" ] && printf '%s\0' "$f"
 done | tar --null -T - -cf - | tar -xf - -C "$out/src"
 
-# The sabotage: the rule of a directory takes the rights of its own tier
-# instead of the weakest verdict of anything below it.
+# The sabotage: the rule of a directory takes the strongest verdict of
+# anything below it instead of the weakest.
 plan=$out/src/landlock/plan.go
 want='	g := constraint(st.Weakest, TypeOther, true)'
 [ "$(grep -cxF "$want" "$plan")" = 1 ] || die "landlock/plan.go no longer has the line this script breaks; update it: $want"
-sed -i "s/^\tg := constraint(st.Weakest, TypeOther, true)\$/\tg := rightsFor(self, TypeOther, true) \/\/ BROKEN by vm-tests\/catches.sh/" "$plan"
+sed -i "s/^\tg := constraint(st.Weakest, TypeOther, true)\$/\tg := rightsFor(st.Strongest, TypeOther, true) \/\/ BROKEN by vm-tests\/catches.sh/" "$plan"
 grep -q 'BROKEN by vm-tests/catches.sh' "$plan" || die "the sabotage did not apply"
 
 rows="abi-2 abi-6 abi-newest"

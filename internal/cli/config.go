@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
@@ -33,6 +34,9 @@ type env struct {
 	workspace string
 	config    string // "" = the embedded default
 	launcher  rules.LauncherPaths
+	// view is the session's private view the floor is planned for; nil
+	// plans against the host's tree as it is.
+	view *landlock.View
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.

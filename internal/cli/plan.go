@@ -109,7 +109,11 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 	}
 	done := map[string]bool{}
 	for round := 0; ; round++ {
-		pl, err := landlock.NewPlan(p.m, abi, landlock.OS(), opts)
+		fsys := landlock.OS()
+		if e.view != nil {
+			fsys = e.view.FS(fsys) // planned as the agent will see it
+		}
+		pl, err := landlock.NewPlan(p.m, abi, fsys, opts)
 		if err != nil {
 			return nil, p, notes, err
 		}

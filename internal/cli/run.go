@@ -53,7 +53,6 @@ func (c *command) run(args []string) int {
 		c.errorf("run: cannot detect Landlock: %v; nothing was run", err)
 		return ExitFailure
 	}
-	var plan *landlock.Plan
 	if err := landlock.RunSupported(k); err != nil {
 		if !errors.Is(err, landlock.ErrNoLandlock) {
 			c.errorf("run: cannot confine the agent: %v; nothing was run (agent-launcher doctor says more)", err)
@@ -78,60 +77,130 @@ func (c *command) run(args []string) int {
 		return 127
 	}
 
-	if k.ABI >= 1 {
-		canary, err := prepareCanary(e.launcher.StateDir)
+	agentEnv, dropped := filterEnv(&p.pol.Env, os.Environ())
+	cwd, err := os.Getwd()
+	if err == nil {
+		cwd, err = canonical(cwd)
+	}
+	if err != nil {
+		c.errorf("run: cannot find the current directory: %v; nothing was run", err)
+		return ExitFailure
+	}
+	session := launch.Session{
+		Path: path, Argv: argv, Env: agentEnv, Cwd: cwd,
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Notice: func(msg string) { c.errorf("%s", msg) },
+	}
+	// With Landlock, the session gets its private view; where the system
+	// refuses the namespaces it needs, the floor is planned again for the
+	// host's tree and the session runs without one, saying so.
+	noView := ""
+	for attempt := 0; ; attempt++ {
+		if k.ABI >= 1 {
+			if noView == "" {
+				e.view = e.privateView(p.pol, cwd)
+			} else {
+				e.view = nil
+			}
+			var ok bool
+			if session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView); !ok {
+				return ExitFailure
+			}
+			session.View = e.view
+			plan := session.Plan
+			session.Ready = func() { c.startLine(argv, pf.agent, e, plan, noView) }
+		}
+		if attempt == 0 && len(dropped) > 0 {
+			c.errorf("%s", droppedLine(dropped))
+		}
+		code, err := launch.Run(c.ctx, session)
+		var ve *launch.ViewError
+		if errors.As(err, &ve) && noView == "" {
+			noView = ve.Msg
+			continue
+		}
 		if err != nil {
-			c.errorf("run: %v; nothing was run", err)
+			var ee *launch.ExecError
+			if errors.As(err, &ee) {
+				c.errorf("run: %s", ee)
+				return ee.ExitCode()
+			}
+			c.errorf("run: %s; nothing was run", err)
 			return ExitFailure
 		}
-		var notes []string
-		plan, _, notes, err = e.planFloor(p, k.ABI, canary)
+		return code
+	}
+}
+
+// prepareFloor plans the floor for e.view (nil: the host's tree) and runs
+// the start-up checks; false when run must stop (the reason printed).
+// noView says why a view was refused, if it was: the notes and warnings
+// were printed for the first plan.
+func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noView string) (*landlock.Plan, bool) {
+	canary, err := prepareCanary(e.launcher.StateDir)
+	if err != nil {
+		c.errorf("run: %v; nothing was run", err)
+		return nil, false
+	}
+	plan, _, notes, err := e.planFloor(p, k.ABI, canary)
+	if noView == "" {
 		for _, n := range notes {
 			c.errorf("%s", n)
 		}
-		if err != nil {
-			c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
-			return ExitFailure
-		}
+	}
+	if err != nil {
+		c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
+		return nil, false
+	}
+	if noView == "" {
 		for _, w := range plan.Warnings {
 			c.errorf("warning: %s", w)
 		}
-		mi, err := os.ReadFile("/proc/self/mountinfo")
-		if err != nil {
-			c.errorf("run: reading the mount table for the bind-mount check: %v; nothing was run", err)
-			return ExitFailure
-		}
-		mounts, err := landlock.ParseMountinfo(string(mi))
-		if err == nil {
-			err = landlock.CheckMounts(plan, mounts)
-		}
-		if err != nil {
-			c.errorf("run: %v; nothing was run", err)
-			return ExitFailure
-		}
-		c.startLine(argv, pf.agent, e, plan)
 	}
-
-	agentEnv, dropped := filterEnv(&p.pol.Env, os.Environ())
-	if len(dropped) > 0 {
-		c.errorf("%s", droppedLine(dropped))
-	}
-
-	code, err := launch.Run(c.ctx, launch.Session{
-		Plan: plan, Path: path, Argv: argv, Env: agentEnv,
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Notice: func(msg string) { c.errorf("%s", msg) },
-	})
+	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		var ee *launch.ExecError
-		if errors.As(err, &ee) {
-			c.errorf("run: %s", ee)
-			return ee.ExitCode()
-		}
-		c.errorf("run: %s; nothing was run", err)
-		return ExitFailure
+		c.errorf("run: reading the mount table for the bind-mount check: %v; nothing was run", err)
+		return nil, false
 	}
-	return code
+	mounts, err := landlock.ParseMountinfo(string(mi))
+	if err == nil {
+		err = landlock.CheckMounts(plan, mounts)
+	}
+	if err == nil {
+		err = insideProtected(plan, cwd)
+	}
+	if err != nil {
+		c.errorf("run: %v; nothing was run", err)
+		return nil, false
+	}
+	return plan, true
+}
+
+// insideProtected refuses a working directory or an inherited stdio fd
+// inside a path the floor protects (review finding 6): the agent would
+// start with a handle on what it may not open.
+func insideProtected(pl *landlock.Plan, cwd string) error {
+	under := func(p string) string {
+		for _, pr := range pl.Protected {
+			if p == pr.Path || strings.HasPrefix(p, pr.Path+"/") {
+				return pr.Path
+			}
+		}
+		return ""
+	}
+	if pr := under(cwd); pr != "" {
+		return fmt.Errorf("the current directory %s lies inside %s, which the policy protects; start from elsewhere", display(cwd), display(pr))
+	}
+	for fd := 0; fd <= 2; fd++ {
+		target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+		if err != nil || !strings.HasPrefix(target, "/") {
+			continue // closed, a pipe, a socket
+		}
+		if pr := under(target); pr != "" {
+			return fmt.Errorf("fd %d is open on %s, inside %s, which the policy protects; redirect it elsewhere", fd, display(target), display(pr))
+		}
+	}
+	return nil
 }
 
 // filterEnv applies the policy's [env] to environ: the variables that reach
@@ -208,7 +277,7 @@ func warnPrivileges(c *command, confined bool) {
 }
 
 // startLine tells the operator, in one line, what is in force.
-func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan) {
+func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string) {
 	who := "the global policy"
 	if agent != "" {
 		who = "agent " + agent
@@ -225,6 +294,15 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 			names = append(names, cv.Path)
 		}
 		msg += fmt.Sprintf("; %d carved directories (%s), where some operations the policy allows fail for now, such as new entries and renames (agent-launcher check --landlock lists them)", n, strings.Join(names, ", "))
+	}
+	switch {
+	case e.view != nil:
+		msg += fmt.Sprintf("; private view: own PID namespace and /proc, private %s", strings.Join(e.view.Private, " "))
+		if hidden := slices.Concat(e.view.Hidden, e.view.Masked); len(hidden) > 0 {
+			msg += ", hidden " + strings.Join(hidden, " ")
+		}
+	case noView != "":
+		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets, and its processes may outlive the session", noView)
 	}
 	c.errorf("%s", msg)
 }

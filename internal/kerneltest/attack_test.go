@@ -95,7 +95,9 @@ func wantFile(t *testing.T, path, want string) {
 const sleeper = "sleep 5 </dev/null >/dev/null 2>&1 & "
 
 // wantSupervisorParent checks the premise of the supervisor rows: inside
-// `s.sh`, $PPID is the `agent-launcher run` process.
+// `s.sh`, $PPID is the launcher: the `agent-launcher run` process, or, with
+// a private view, the init stage that stays the session's PID 1 (the
+// supervisor is then outside the session's PID namespace altogether).
 func wantSupervisorParent(t *testing.T, s *sandbox) {
 	t.Helper()
 	r := s.sh("exec " + shq(agent) + " read /proc/$PPID/comm")
@@ -167,7 +169,8 @@ func TestAttackCorpus(t *testing.T) {
 		wantErr(t, "/proc/<supervisor>/root/<workspace file>", s.sh("exec "+shq(agent)+" read /proc/$PPID/root"+shq(s.ws+"/rw/a.txt")), "EACCES")
 		wantErr(t, "/proc/<supervisor>/cwd/.env", s.sh("exec "+shq(agent)+" read /proc/$PPID/cwd/.env"), "EACCES")
 		wantErr(t, "/proc/<supervisor>/cwd/<workspace file>", s.sh("exec "+shq(agent)+" read /proc/$PPID/cwd/rw/a.txt"), "EACCES")
-		wantErr(t, "/proc/<operator's process>/cwd/<workspace file>", s.agent("read", fmt.Sprintf("/proc/%d/cwd/rw/a.txt", other)), "EACCES")
+		// ENOENT: the session's PID namespace has no such process.
+		wantErr(t, "/proc/<operator's process>/cwd/<workspace file>", s.agent("read", fmt.Sprintf("/proc/%d/cwd/rw/a.txt", other)), "EACCES", "ENOENT")
 		wantErr(t, "list /proc/<supervisor>/cwd", s.sh("exec "+shq(agent)+" list /proc/$PPID/cwd"), "EACCES")
 		// Control: the same links of a process in the agent's own domain.
 		wantOK(t, "control: /proc/<own shell>/root/<workspace file>", s.sh(shq(agent)+" read /proc/$$/root"+shq(s.ws+"/rw/a.txt")))
@@ -191,7 +194,9 @@ func TestAttackCorpus(t *testing.T) {
 			return s.execFiles(files, nil, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", script)
 		}
 		wantOK(t, "control: bare reads /proc/<parent>/fd/N", s.bareSh("exec "+shq(agent)+" read /proc/$PPID/fd/"+strconv.Itoa(int(key.Fd()))))
-		wantErr(t, "/proc/<supervisor>/fd/9 (the key)", run("exec "+shq(agent)+" read /proc/$PPID/fd/"+strconv.Itoa(supFD)), "EACCES")
+		// ENOENT: with a private view the parent is PID 1, the init stage,
+		// which closed every fd it had no use for.
+		wantErr(t, "/proc/<supervisor>/fd/9 (the key)", run("exec "+shq(agent)+" read /proc/$PPID/fd/"+strconv.Itoa(supFD)), "EACCES", "ENOENT")
 		wantErr(t, "/proc/<supervisor>/fd/2", run("exec "+shq(agent)+" read /proc/$PPID/fd/2"), "EACCES")
 		// The supervisor's fd never reaches the agent (the init stage marks
 		// every fd above 2 close-on-exec).
@@ -349,7 +354,7 @@ func TestAttackCorpus(t *testing.T) {
 		other := helperProcess(t, s.ws)
 		wantOK(t, "control: bare attaches to an operator's process", s.bare("ptrace", strconv.Itoa(other)))
 		wantErr(t, "attach to the supervisor", s.sh("exec "+shq(agent)+" ptrace $PPID"), "EPERM")
-		wantErr(t, "attach to an operator's process", s.agent("ptrace", strconv.Itoa(other)), "EPERM")
+		wantErr(t, "attach to an operator's process", s.agent("ptrace", strconv.Itoa(other)), "EPERM", "ESRCH") // ESRCH: not in the session's PID namespace
 		wantOK(t, "control: attach to a child in the agent's own domain", s.sh(sleeper+"exec "+shq(agent)+" ptrace $!"))
 	})
 
@@ -440,7 +445,7 @@ func TestAttackCorpus(t *testing.T) {
 				t.Errorf("signal %s: the launcher did not pass the agent's status 1 through (the supervisor was hit?): %s", sig, r)
 			}
 		}
-		wantErr(t, "SIGKILL to an operator's process", s.agent("kill", strconv.Itoa(other), "KILL"), "EPERM")
+		wantErr(t, "SIGKILL to an operator's process", s.agent("kill", strconv.Itoa(other), "KILL"), "EPERM", "ESRCH") // ESRCH: not in the session's PID namespace
 		if err := syscall.Kill(other, 0); err != nil {
 			t.Errorf("the operator's process is gone: %v", err)
 		}

@@ -140,3 +140,24 @@ func TestCarvedParentRights(t *testing.T) {
 		})
 	})
 }
+
+// TestNestedCarveOut: carve-outs deeper in a granted tree than its top
+// directory (a denied file and a read-only directory two levels down):
+// the directories between them and the workspace get no rule that reaches
+// them, while their siblings stay usable.
+func TestNestedCarveOut(t *testing.T) {
+	s := newSandbox(t, standard+"deny_paths = [\"<workspace>/app/conf/secret.txt\"]\nread_paths = [\"<workspace>/app/vendor/**\"]\n")
+	secret := s.write("home/proj/app/conf/secret.txt", sshKey)
+	s.write("home/proj/app/conf/settings.ini", "a=1")
+	s.write("home/proj/app/vendor/lib.go", "package lib")
+	s.write("home/proj/app/main.go", "package main")
+	wantOK(t, "control: bare reads the nested secret", s.bare("read", secret))
+	wantErr(t, "read the nested denied file", s.agent("read", secret), "EACCES")
+	wantErr(t, "write the nested denied file", s.agent("write", secret, "x"), "EACCES")
+	wantErr(t, "write into the nested read-only directory", s.agent("write", s.ws+"/app/vendor/lib.go", "x"), "EACCES")
+	wantErr(t, "create in the nested read-only directory", s.agent("create", s.ws+"/app/vendor/new.go"), "EACCES")
+	wantOK(t, "control: write the denied file's sibling", s.agent("write", s.ws+"/app/conf/settings.ini", "a=2"))
+	wantOK(t, "control: read the read-only directory", s.agent("read", s.ws+"/app/vendor/lib.go"))
+	wantOK(t, "control: write an existing file beside them", s.agent("write", s.ws+"/app/main.go", "package main // edited"))
+	wantFile(t, secret, sshKey)
+}

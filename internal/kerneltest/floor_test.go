@@ -131,19 +131,21 @@ func TestSignals(t *testing.T) {
 }
 
 // TestGrandchildConfined: a process started after a setsid double fork,
-// whose parents are gone, is still confined.
+// whose parents are gone, is still confined. The agent waits for the
+// grandchild's report: the session ends every process when the agent
+// exits (TestNothingOutlivesSession).
 func TestGrandchildConfined(t *testing.T) {
 	s := newSandbox(t, standard)
 	out := s.ws + "/daemon.out"
-	wantOK(t, "daemon started", s.agent("daemon", out, "read", s.path("home/.ssh/id_ed25519")))
-	r := s.bare("wait-file", out, "10000")
+	a := shq(agent)
+	r := s.sh(a + " daemon " + shq(out) + " read " + shq(s.path("home/.ssh/id_ed25519")) + " && exec " + a + " wait-file " + shq(out) + " 10000")
 	wantOK(t, "the daemon reported", r)
 	if !strings.Contains(r.line(), "err EACCES") || strings.Contains(r.line(), sshKey) {
 		t.Errorf("the double-forked grandchild read the key: %s", r)
 	}
 	out2 := s.ws + "/daemon2.out"
-	wantOK(t, "control daemon started", s.agent("daemon", out2, "write", s.ws+"/from-daemon", "x"))
-	if r := s.bare("wait-file", out2, "10000"); !strings.Contains(r.line(), "ok wrote") {
+	r = s.sh(a + " daemon " + shq(out2) + " write " + shq(s.ws+"/from-daemon") + " x && exec " + a + " wait-file " + shq(out2) + " 10000")
+	if !strings.Contains(r.line(), "ok wrote") {
 		t.Errorf("control: the grandchild could not write the workspace: %s", r)
 	}
 }

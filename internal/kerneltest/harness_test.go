@@ -75,7 +75,70 @@ func testMain(m *testing.M) int {
 	}
 	launcher = filepath.Join(binDir, "agent-launcher")
 	agent = filepath.Join(binDir, "testagent")
+	if worldRoot, err = chooseWorldRoot(); err != nil {
+		fmt.Fprintln(os.Stderr, "kerneltest:", err)
+		return 1
+	}
+	if worldRoot != "" {
+		defer os.RemoveAll(worldRoot)
+	}
 	return m.Run()
+}
+
+// worldRoot holds the tests' worlds when the temporary directory lies in
+// a directory the session's private view replaces (/tmp): there, a world
+// would be out of the agent's sight except for the paths the view keeps,
+// and the tests of the floor would test the view instead. "" means
+// t.TempDir().
+var worldRoot string
+
+func chooseWorldRoot() (string, error) {
+	if d := os.Getenv("AGENT_LAUNCHER_TEST_DIR"); d != "" {
+		return os.MkdirTemp(d, "kerneltest-")
+	}
+	tmp, err := filepath.EvalSymlinks(os.TempDir())
+	if err != nil {
+		return "", err
+	}
+	private := false
+	for _, d := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
+		if c, err := filepath.EvalSymlinks(d); err == nil && (tmp == c || strings.HasPrefix(tmp, c+"/")) {
+			private = true
+		}
+	}
+	if !private {
+		return "", nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("the temporary directory %s is private in a session's view, and there is no cache directory for the tests' worlds: %w (set AGENT_LAUNCHER_TEST_DIR)", tmp, err)
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	d, err := os.MkdirTemp(cache, "agent-launcher-kerneltest-")
+	if err == nil {
+		err = os.Chmod(d, 0o755)
+	}
+	return d, err
+}
+
+// worldDir returns a fresh directory for one test's world, removed when
+// the test ends.
+func worldDir(t *testing.T) string {
+	t.Helper()
+	if worldRoot == "" {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp(worldRoot, strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 // build compiles the launcher and the test agent into dir.
@@ -140,7 +203,7 @@ func newSandbox(t *testing.T, extra string) *sandbox {
 // newWorld makes a world on any kernel, for the tests of refusals.
 func newWorld(t *testing.T, extra string) *sandbox {
 	t.Helper()
-	dir := t.TempDir()
+	dir := worldDir(t)
 	dir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -52,3 +52,21 @@ func TestEnvironment(t *testing.T) {
 	}
 	wantErr(t, "GITHUB_TOKEN, not passed", p.agent("getenv", "GITHUB_TOKEN"), "ENOENT")
 }
+
+// TestNothingOutlivesSession: a double-forked daemon is gone when the
+// agent exits (research/review.md 8): the session's PID namespace ends
+// with its PID 1, the init stage. Control: without the launcher, the same
+// daemon outlives its parent and reports.
+func TestNothingOutlivesSession(t *testing.T) {
+	s := newSandbox(t, standard)
+	bareOut := s.ws + "/bare-daemon.out"
+	wantOK(t, "control: bare daemon started", s.bare("daemon", bareOut, "sleep", "1500"))
+	if r := s.bare("wait-file", bareOut, "10000"); !strings.Contains(r.line(), "ok") {
+		t.Fatalf("control: the bare daemon did not outlive its parent: %s", r)
+	}
+	out := s.ws + "/daemon.out"
+	wantOK(t, "daemon started inside", s.agent("daemon", out, "sleep", "1500"))
+	if r := s.bare("wait-file", out, "4000"); !strings.Contains(r.line(), "ETIMEDOUT") {
+		t.Errorf("the session's daemon outlived the session: %s", r)
+	}
+}

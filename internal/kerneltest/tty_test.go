@@ -104,8 +104,17 @@ func TestNoTerminalInjection(t *testing.T) {
 		wantOK(t, "control: an agent whose controlling terminal it is injects", run(agent, "tiocsti", "0", "x"))
 		wantErr(t, "TIOCSTI from the confined agent", confined, "EPERM")
 	}
+	// The agent's session is a new one: its own, or, with a private view,
+	// that of the init stage, its parent and the session's PID 1; either
+	// way not the operator's, and without a controlling terminal.
 	r := run(launcher, "run", "--config", config, "--workspace", ws, "--", agent, "pid")
-	if f := strings.Fields(r.line()); r.code != 0 || len(f) < 5 || strings.TrimPrefix(f[1], "pid=") != strings.TrimPrefix(f[3], "sid=") {
-		t.Errorf("the agent does not lead its own session: %s", r)
+	f := strings.Fields(r.line())
+	if r.code != 0 || len(f) < 5 {
+		t.Fatalf("pid inside: %s", r)
 	}
+	pid, ppid, sid := strings.TrimPrefix(f[1], "pid="), strings.TrimPrefix(f[2], "ppid="), strings.TrimPrefix(f[3], "sid=")
+	if sid != pid && !(ppid == "1" && sid == "1") {
+		t.Errorf("the agent is in neither its own session nor the init stage's: %s", r)
+	}
+	wantErr(t, "open /dev/tty: no controlling terminal", run(launcher, "run", "--config", config, "--workspace", ws, "--", agent, "read", "/dev/tty"), "ENXIO")
 }

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
+	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +54,17 @@ func (f fdStream) Write(p []byte) (int, error) {
 	return done, nil
 }
 
+// The init stage's main goroutine runs on the main thread, the one outside
+// processes name by the process id: with a private view, the agent is
+// forked from another thread (initPID1), and the main thread must stay
+// out of the agent's Landlock domain. Only a lock taken during package
+// initialization pins the main goroutine to the main thread.
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == InitArg {
+		runtime.LockOSThread()
+	}
+}
+
 // InitMain runs the init stage (steps 2-7 of the sync protocol) and returns
 // its exit status; on success it does not return: the process becomes the
 // agent. It must be called only in a process the supervisor started with
@@ -78,13 +93,16 @@ func InitMain() int {
 	if err := cloexecFrom(syncFD); err != nil {
 		return fail("init stage: %v", err)
 	}
+	if cfg.View != nil {
+		return initPID1(sock, &cfg)
+	}
 	rules := 0
 	if cfg.Confined {
 		pl := cfg.plan()
 		if err := landlock.Apply(pl); err != nil {
 			return fail("%v", err)
 		}
-		if err := canary(pl.Canary); err != nil {
+		if err := canary(string(cfg.Canary)); err != nil {
 			return fail("%v", err)
 		}
 		rules = len(pl.Rules)
@@ -106,6 +124,134 @@ func InitMain() int {
 		return 127
 	}
 	return 126
+}
+
+// initPID1 is the init stage with a private view (steps 3-7 of the sync
+// protocol): it builds the view, then confines one dedicated thread
+// (Landlock, no capabilities) and forks the agent from it, so that the
+// agent inherits exactly that thread's credentials. The main thread, the
+// one outside processes name as PID 1, stays outside the agent's Landlock
+// domain: the scopes and the ptrace rules then keep the agent from
+// signalling, tracing or reading PID 1 (and the process is undumpable
+// besides). PID 1 reaps, passes signals on and exits with the agent's
+// status, which ends every process of the session.
+func initPID1(sock fdStream, cfg *initConfig) int {
+	fail := func(view bool, format string, args ...any) int {
+		_ = writeFrame(sock, report{Type: msgError, Msg: fmt.Sprintf(format, args...), View: view})
+		return 125
+	}
+	// PID 1 never execs: what it holds beyond stdio and the socket it
+	// closes now, not at an execve.
+	if err := unix.CloseRange(syncFD+1, ^uint(0), 0); err != nil {
+		return fail(false, "init stage: close_range: %v", err)
+	}
+	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("agent-launcher\x00")[0])), 0, 0, 0)
+	devs, err := buildView(cfg.View, string(cfg.Cwd))
+	if err != nil {
+		var ve *ViewError
+		return fail(errors.As(err, &ve), "init stage: private view: %v", err)
+	}
+	// From here the supervisor's signals are PID 1's to handle.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, append(slices.Clone(Forwarded), unix.SIGCHLD)...)
+
+	type started struct {
+		pid  int
+		code int // the init stage's exit status when pid is 0
+	}
+	res := make(chan started, 1)
+	go func() {
+		// A thread of its own, never unlocked: it ends confined.
+		runtime.LockOSThread()
+		rules := 0
+		if cfg.Confined {
+			pl := cfg.plan()
+			if err := landlock.Apply(pl, devs...); err != nil {
+				res <- started{code: fail(false, "%v", err)}
+				return
+			}
+			rules = len(pl.Rules)
+		} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			res <- started{code: fail(false, "prctl(PR_SET_NO_NEW_PRIVS): %v", err)}
+			return
+		}
+		// Capabilities in the session's user namespace built the view;
+		// the agent gets none.
+		if err := dropPrivileges(); err != nil {
+			res <- started{code: fail(false, "init stage: %v", err)}
+			return
+		}
+		if err := checkPrivileges(); err != nil {
+			res <- started{code: fail(false, "init stage: %v", err)}
+			return
+		}
+		if cfg.Confined {
+			if err := canary(string(cfg.Canary)); err != nil {
+				res <- started{code: fail(false, "%v", err)}
+				return
+			}
+		}
+		if err := writeFrame(sock, report{Type: msgReady, Rules: rules}); err != nil {
+			res <- started{code: 125}
+			return
+		}
+		var goMsg report
+		if err := readFrame(sock, &goMsg); err != nil || goMsg.Type != msgGo {
+			res <- started{code: 125} // the supervisor gave up; it reports why
+			return
+		}
+		// From this thread, whose credentials the child copies.
+		pid, err := syscall.ForkExec(string(cfg.Path), toStrings(cfg.Argv), &syscall.ProcAttr{Env: toStrings(cfg.Env), Files: []uintptr{0, 1, 2}})
+		if err != nil {
+			var errno unix.Errno
+			errors.As(err, &errno)
+			_ = writeFrame(sock, report{Type: msgExecError, Errno: int(errno), Msg: err.Error()})
+			code := 126
+			if errors.Is(err, unix.ENOENT) {
+				code = 127
+			}
+			res <- started{code: code}
+			return
+		}
+		_ = writeFrame(sock, report{Type: msgStarted, Pid: pid})
+		res <- started{pid: pid}
+	}()
+	r := <-res
+	unix.Close(syncFD)
+	if r.pid == 0 {
+		return r.code
+	}
+	return reapUntil(r.pid, sigs)
+}
+
+// reapUntil is PID 1's loop: it reaps every process that ends in the
+// namespace, passes TERM, USR1 and USR2 on to the agent (the supervisor
+// sends the terminal's signals to the whole process group, which reaches
+// the agent directly), and returns the agent's status, 128+N when signal
+// N killed it.
+func reapUntil(pid int, sigs chan os.Signal) int {
+	for sig := range sigs {
+		switch sig {
+		case unix.SIGCHLD:
+			for {
+				var ws unix.WaitStatus
+				p, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+				if p <= 0 || err != nil {
+					break
+				}
+				if p != pid {
+					continue // an orphan the namespace gave to PID 1
+				}
+				if ws.Signaled() {
+					return 128 + int(ws.Signal())
+				}
+				return ws.ExitStatus()
+			}
+		case unix.SIGTERM, unix.SIGUSR1, unix.SIGUSR2:
+			unix.Kill(pid, sig.(unix.Signal))
+		}
+	}
+	return 125
 }
 
 // canary checks that the floor is in force: opening a path the policy

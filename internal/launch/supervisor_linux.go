@@ -33,6 +33,15 @@ type Session struct {
 	// Notice receives one-line messages for the operator while the agent
 	// runs (an entry of a carved directory replaced from outside).
 	Notice func(string)
+	// View is the private view the plan was made for; nil: none. With a
+	// view the init stage starts in new user, mount and PID namespaces
+	// and stays the session's PID 1. Cwd is the agent's working
+	// directory, entered again inside the view.
+	View *landlock.View
+	Cwd  string
+	// Ready, if set, is called once the floor is in force, before the
+	// agent starts (the start-up line).
+	Ready func()
 }
 
 // SetupError is a failure before the agent ran: the launcher exits 125.
@@ -106,6 +115,23 @@ func Run(ctx context.Context, s Session) (int, error) {
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
+	if s.View != nil {
+		uid, gid := os.Getuid(), os.Getgid()
+		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID
+		// 1:1: the operator's own ids, never 0 for a non-root operator
+		// (review finding 17); os/exec writes the maps before the child
+		// runs. An unprivileged user may write gid_map only with
+		// setgroups denied.
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+		// An operator who is not root has no capability left after the
+		// execve of the init stage unless they are ambient: the mounts
+		// of the view need CAP_SYS_ADMIN in the session's user namespace,
+		// emptying the bounding set CAP_SETPCAP. The init stage drops
+		// every capability before the agent starts.
+		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
+	}
 	// Pdeathsig fires when the thread that started the child exits, not
 	// the process (golang/go#27505): start and wait on one locked thread.
 	started := make(chan error, 1)
@@ -123,12 +149,18 @@ func Run(ctx context.Context, s Session) (int, error) {
 	err = <-started
 	child.Close()
 	if err != nil {
+		if s.View != nil && isNamespaceRefusal(err) {
+			return 0, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
+		}
 		return 0, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
 	}
 	pid := cmd.Process.Pid
 	kill := func() { unix.Kill(pid, unix.SIGKILL); <-exited }
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
+	if s.View != nil {
+		cfg.View, cfg.Cwd = s.View, []byte(s.Cwd)
+	}
 	conn.SetDeadline(time.Now().Add(ReadyTimeout))
 	if err := writeFrame(conn, cfg); err != nil {
 		kill()
@@ -138,6 +170,8 @@ func Run(ctx context.Context, s Session) (int, error) {
 	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
 		kill()
 		switch {
+		case err == nil && rep.Type == msgError && rep.View:
+			return 0, &ViewError{rep.Msg}
 		case err == nil && rep.Type == msgError:
 			return 0, &SetupError{rep.Msg}
 		case err == nil:
@@ -146,6 +180,9 @@ func Run(ctx context.Context, s Session) (int, error) {
 			return 0, &SetupError{fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout)}
 		}
 		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
+	}
+	if s.Ready != nil {
+		s.Ready()
 	}
 	stopWatch := watchCarved(s.Plan, s.Notice)
 	defer stopWatch()
@@ -173,6 +210,18 @@ func Run(ctx context.Context, s Session) (int, error) {
 			return exitStatus(state), nil
 		}
 	}
+}
+
+// isNamespaceRefusal reports whether starting a process in new namespaces
+// failed because the system does not allow them (user namespaces off or
+// limited, a security module's veto), as opposed to any other failure.
+func isNamespaceRefusal(err error) bool {
+	for _, e := range []error{unix.EPERM, unix.EACCES, unix.EINVAL, unix.ENOSPC, unix.EUSERS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // exitStatus maps a wait status to the launcher's exit status.

@@ -13,27 +13,44 @@
 //	 1    start the init stage: /proc/self/exe
 //	      InitArg, fd 3 = socket, setsid,
 //	      Pdeathsig SIGKILL, from a locked
-//	      OS thread that outlives it
-//	 2    -> "config" (plan, argv, env)       lock the OS thread; mark every fd but 0-2
+//	      OS thread that outlives it; with a
+//	      view, in new user, mount and PID
+//	      namespaces, uid and gid mapped 1:1
+//	      (os/exec writes the maps)
+//	 2    -> "config" (plan, view, argv, env) lock the OS thread; mark every fd but 0-2
 //	                                          close-on-exec
-//	 3                                        [session view, a later release: private
-//	                                          namespaces and mounts; they are impossible
-//	                                          after Landlock]
+//	 3                                        with a view: build it (view_linux.go):
+//	                                          MS_REC|MS_PRIVATE on /, private tmpfs,
+//	                                          kept paths bound back, sockets hidden, a
+//	                                          fresh /proc, the cwd entered again; mounts
+//	                                          are impossible after Landlock
 //	 4                                        Landlock: no_new_privs, restrict self with
-//	                                          the plan; canary: opening a denied path must
-//	                                          fail with EACCES, else abort
+//	                                          the plan (view rules checked against the
+//	                                          view's filesystems); with a view, drop
+//	                                          every capability and become undumpable;
+//	                                          assert no_new_privs and no capabilities;
+//	                                          canary: opening a denied path must fail
+//	                                          with EACCES, else abort
 //	 5                                        [seccomp, a later release: load the filter,
 //	                                          <- "listener" with the fd (SCM_RIGHTS); from
 //	                                          here on only untrapped syscalls]
 //	 6    (start watchers, signal forwarding) <- "ready"
-//	 7    -> "go"                             execve(agent); on failure <- "exec-error"
-//	                                          and exit 126 (127: not found)
-//	 8    EOF on the socket (close-on-exec):
-//	      the agent runs; wait, forward
-//	      signals, pass its status through
+//	 7    -> "go"                             without a view: execve(agent); on failure
+//	                                          <- "exec-error" and exit 126 (127: not found)
+//	                                          with a view: fork and exec the agent as a
+//	                                          child; <- "started" or "exec-error"; stay
+//	                                          PID 1: reap, pass TERM, USR1, USR2 on, exit
+//	                                          with the agent's status, which ends every
+//	                                          process of the session
+//	 8    EOF on the socket (close-on-exec,
+//	      or closed by PID 1): the agent
+//	      runs; wait, forward signals, pass
+//	      its status through
 //
 // Any failure in steps 2-5 is reported as <- "error" and the init stage exits
-// 125 without running the agent. The supervisor kills the init stage if
+// 125 without running the agent; an "error" with "view" set came from the
+// namespaces or mounts of step 3, and the supervisor may start again
+// without a view. The supervisor kills the init stage if
 // "ready" does not arrive within ReadyTimeout. Frames are at most
 // maxFrame bytes.
 package launch
@@ -65,6 +82,7 @@ const (
 	msgGo        = "go"
 	msgError     = "error"
 	msgExecError = "exec-error"
+	msgStarted   = "started"
 )
 
 // initConfig is the "config" message: everything the init stage needs.
@@ -83,6 +101,11 @@ type initConfig struct {
 	Path []byte   `json:"path"`
 	Argv [][]byte `json:"argv"`
 	Env  [][]byte `json:"env"`
+	// View is the private view to build (nil: none; the init stage then
+	// execs the agent itself instead of staying as PID 1), Cwd the
+	// agent's working directory, entered again inside it.
+	View *landlock.View `json:"view,omitempty"`
+	Cwd  []byte         `json:"cwd,omitempty"`
 }
 
 // wireRule is a landlock.Rule with its access as a number.
@@ -92,6 +115,7 @@ type wireRule struct {
 	Access uint64 `json:"access"`
 	Dev    uint64 `json:"dev"`
 	Ino    uint64 `json:"ino"`
+	View   bool   `json:"view,omitempty"`
 }
 
 // newConfig encodes what the init stage needs of pl (nil: unconfined).
@@ -101,7 +125,7 @@ func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
 		cfg.Confined = true
 		cfg.Handled, cfg.Scoped, cfg.Canary = uint64(pl.Handled), uint64(pl.Scoped), []byte(pl.Canary)
 		for _, r := range pl.Rules {
-			cfg.Rules = append(cfg.Rules, wireRule{[]byte(r.Path), r.Dir, uint64(r.Access), r.Dev, r.Ino})
+			cfg.Rules = append(cfg.Rules, wireRule{[]byte(r.Path), r.Dir, uint64(r.Access), r.Dev, r.Ino, r.View})
 		}
 	}
 	return cfg
@@ -111,7 +135,7 @@ func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
 func (cfg *initConfig) plan() *landlock.Plan {
 	pl := &landlock.Plan{Handled: landlock.Access(cfg.Handled), Scoped: landlock.Scope(cfg.Scoped), Canary: string(cfg.Canary)}
 	for _, r := range cfg.Rules {
-		pl.Rules = append(pl.Rules, landlock.Rule{Path: string(r.Path), Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino})
+		pl.Rules = append(pl.Rules, landlock.Rule{Path: string(r.Path), Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino, View: r.View})
 	}
 	return pl
 }
@@ -125,6 +149,12 @@ type report struct {
 	Errno int `json:"errno,omitempty"`
 	// Rules counts the Landlock rules in force ("ready").
 	Rules int `json:"rules,omitempty"`
+	// View is set on an "error" that building the private view caused
+	// and a start without it avoids.
+	View bool `json:"view,omitempty"`
+	// Pid is the agent's process id in the session's PID namespace
+	// ("started").
+	Pid int `json:"pid,omitempty"`
 }
 
 // writeFrame writes v as one frame.

@@ -29,12 +29,14 @@ func watchCarved(pl *landlock.Plan, notice func(string)) (stop func()) {
 	// Inodes with their own rule keep it wherever they are moved.
 	granted := map[[2]uint64]string{}
 	for _, r := range pl.Rules {
-		granted[[2]uint64{r.Dev, r.Ino}] = r.Path
+		if !r.View {
+			granted[[2]uint64{r.Dev, r.Ino}] = r.Path
+		}
 	}
 	dirs := map[int32]string{}
 	for _, c := range pl.Carved {
-		if strings.Contains(c.Kept, "make_") {
-			continue
+		if strings.Contains(c.Kept, "make_") || c.View {
+			continue // new entries work there, or nothing outside can add one
 		}
 		wd, err := unix.InotifyAddWatch(fd, c.Path, unix.IN_CREATE|unix.IN_MOVED_TO|unix.IN_MOVE_SELF|unix.IN_DELETE_SELF|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 		if err == nil {

@@ -25,7 +25,7 @@
 //	NAME DIR BINARY [ARG...]
 //
 // BINARY runs in DIR (its package directory, for testdata) with ARGs, once
-// per user, with PATH, LANG=C, HOME and TMPDIR (a fresh directory the user
+// per user, with PATH, LANG=C, HOME and TMPDIR (a fresh directory under /home the user
 // owns), AGENT_LAUNCHER_TEST_BIN_DIR (/vm-tests/bin: the prebuilt
 // agent-launcher and testagent) and, when al.expect_abi is given,
 // AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI. Its output goes to the console
@@ -405,7 +405,13 @@ func (t test) run(console io.Writer, uid int, expect string, hasExpect bool, tim
 	}()
 	// 0755, as a home on a host: tests that drop to al-test themselves
 	// (as root) run it in directories below this one.
-	home, err := os.MkdirTemp("/tmp", "home-"+t.name+"-"+user+"-")
+	// Under /home, not /tmp: a session's private view replaces /tmp, and
+	// the tests' worlds live in their temporary directory.
+	err := os.MkdirAll("/home", 0o755)
+	var home string
+	if err == nil {
+		home, err = os.MkdirTemp("/home", "vmtest-"+t.name+"-"+user+"-")
+	}
 	if err == nil {
 		err = os.Chmod(home, 0o755)
 	}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
+	"github.com/agent-launcher/agent-launcher/rules"
+)
+
+// privateDirs get a fresh tmpfs in the session's view: its temporary
+// files are its own, and the host's (other sessions' files, the sockets of
+// tmux, X11 and editors under /tmp) are out of sight.
+var privateDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
+
+// hiddenDirs and maskedSockets hold the operator's service sockets, out of
+// the view unless connect_paths names one (DESIGN.md section 7).
+func hiddenDirs() []string {
+	d := []string{"/run/user/" + strconv.Itoa(os.Getuid()), "/run/dbus"}
+	if x := os.Getenv("XDG_RUNTIME_DIR"); strings.HasPrefix(x, "/") {
+		d = append(d, x)
+	}
+	return d
+}
+
+var maskedSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
+
+// privateView returns the view the session gets: the directories above as
+// they exist here (resolved, directories only), and what must stay
+// visible inside them: the workspace, the home directory, the working
+// directory, the launcher's state, the literal paths the policy grants
+// and the sockets connect_paths names.
+func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
+	v := &landlock.View{Fresh: []string{"/proc"}}
+	isDir := func(p string) (string, bool) {
+		c, err := canonical(p)
+		if err != nil {
+			return "", false
+		}
+		st, err := os.Lstat(c)
+		return c, err == nil && st.IsDir()
+	}
+	inside := func(p string, dirs []string) bool {
+		return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
+	}
+	for _, d := range privateDirs {
+		if c, ok := isDir(d); ok && !inside(c, v.Private) && c != "/" {
+			v.Private = append(v.Private, c)
+		}
+	}
+	for _, d := range hiddenDirs() {
+		if c, ok := isDir(d); ok && !inside(c, v.Private) && !inside(c, v.Hidden) && c != "/" {
+			v.Hidden = append(v.Hidden, c)
+		}
+	}
+	covered := slices.Concat(v.Private, v.Hidden)
+	for _, s := range maskedSockets {
+		c, err := canonical(s)
+		if err != nil || inside(c, covered) || slices.Contains(v.Masked, c) {
+			continue
+		}
+		if st, err := os.Lstat(c); err == nil && !st.IsDir() {
+			v.Masked = append(v.Masked, c)
+		}
+	}
+	keep := []string{e.workspace, e.home, cwd, e.launcher.StateDir, e.launcher.ConfigDir, e.config}
+	for _, r := range pol.Rules {
+		if r.Kind != rules.KindTier || r.Tier == rules.Deny {
+			continue
+		}
+		for i := range r.Globs {
+			if prefix, _ := r.Globs[i].LiteralPrefix(); prefix != "" {
+				keep = append(keep, prefix)
+			}
+		}
+	}
+	for _, c := range pol.Connect {
+		if !c.Abstract {
+			if slices.Contains(v.Masked, c.Value) {
+				v.Masked = slices.DeleteFunc(v.Masked, func(m string) bool { return m == c.Value })
+				continue
+			}
+			keep = append(keep, c.Value)
+		}
+	}
+	for _, k := range keep {
+		if k == "" || !inside(k, covered) || slices.Contains(covered, k) {
+			continue
+		}
+		if _, err := os.Lstat(k); err != nil {
+			continue // nothing to bind; what the agent makes there is its own
+		}
+		if !slices.Contains(v.Keep, k) {
+			v.Keep = append(v.Keep, k)
+		}
+	}
+	slices.Sort(v.Keep)
+	return v
+}

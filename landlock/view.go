@@ -1,0 +1,198 @@
+package landlock
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+)
+
+// View is the session's private mount view (DESIGN.md section 7, "The
+// session's private view") as the planner must see it: the init stage
+// builds it in its own mount namespace before Landlock, so the floor is
+// planned against the view, not against the host's tree.
+type View struct {
+	// Private directories get a fresh, empty tmpfs (/tmp, /var/tmp,
+	// /dev/shm): the agent's temporary files are its own and the host's
+	// (other sessions' files, sockets under /tmp) are out of sight.
+	Private []string `json:"private"`
+	// Hidden directories get an empty tmpfs too, to take the operator's
+	// sockets out of the view ($XDG_RUNTIME_DIR, /run/dbus).
+	Hidden []string `json:"hidden"`
+	// Masked files (a socket such as /run/docker.sock) get /dev/null bound
+	// over them.
+	Masked []string `json:"masked"`
+	// Fresh directories get a new instance of their filesystem: /proc.
+	Fresh []string `json:"fresh"`
+	// Keep lists paths inside Private or Hidden directories that the init
+	// stage binds back at the same place (the workspace, the home
+	// directory, paths the policy grants, sockets connect_paths names):
+	// the same inodes, so the plan's rules for them hold.
+	Keep []string `json:"keep"`
+}
+
+// covered returns the Private or Hidden directory that covers path (path
+// itself or an ancestor), or "".
+func (v *View) covered(path string) string {
+	for _, r := range slices.Concat(v.Private, v.Hidden) {
+		if within(path, r) {
+			return r
+		}
+	}
+	return ""
+}
+
+// within reports whether path is dir or lies below it.
+func within(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
+
+// kept returns the Keep path that path is or lies below, or "".
+func (v *View) kept(path string) string {
+	for _, k := range v.Keep {
+		if within(path, k) {
+			return k
+		}
+	}
+	return ""
+}
+
+// Check validates the view: absolute clean paths, Keep paths strictly
+// inside a Private or Hidden directory.
+func (v *View) Check() error {
+	for _, list := range [][]string{v.Private, v.Hidden, v.Masked, v.Fresh, v.Keep} {
+		for _, p := range list {
+			if p == "" || p[0] != '/' || p == "/" || cleanPath(p) != p {
+				return fmt.Errorf("landlock: view: %q is not a clean absolute path below /", p)
+			}
+		}
+	}
+	for _, k := range v.Keep {
+		if r := v.covered(k); r == "" || r == k {
+			return fmt.Errorf("landlock: view: kept path %s is not inside a private or hidden directory", k)
+		}
+	}
+	return nil
+}
+
+func cleanPath(p string) string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		switch s {
+		case "", ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, s)
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// FS returns base as the agent will see it in the view: a covered
+// directory holds only the way to the kept paths, made of directories the
+// init stage creates (Info.View: their inodes do not exist yet), and the
+// kept paths themselves; masked files are gone; a fresh filesystem's root
+// is a view inode with no entries the planner may rely on.
+func (v *View) FS(base FS) FS { return viewFS{base: base, v: v} }
+
+type viewFS struct {
+	base FS
+	v    *View
+}
+
+// viewDir is the Info of a directory the init stage makes.
+var viewDir = Info{Type: TypeDir, Nlink: 2, View: true}
+
+func (f viewFS) Lstat(path string) (Info, error) {
+	if slices.Contains(f.v.Masked, path) {
+		return Info{}, fs.ErrNotExist
+	}
+	if slices.Contains(f.v.Fresh, path) {
+		return viewDir, nil
+	}
+	for _, fr := range f.v.Fresh {
+		if within(path, fr) {
+			return Info{}, fs.ErrNotExist // the planner must not rely on what a fresh instance holds
+		}
+	}
+	if f.v.covered(path) == "" || f.v.kept(path) != "" {
+		return f.base.Lstat(path)
+	}
+	if f.onTheWay(path) {
+		return viewDir, nil
+	}
+	return Info{}, fs.ErrNotExist
+}
+
+// onTheWay reports whether path, inside a covered directory, is that
+// directory or an ancestor of a kept path.
+func (f viewFS) onTheWay(path string) bool {
+	if slices.Contains(f.v.Private, path) || slices.Contains(f.v.Hidden, path) {
+		return true
+	}
+	for _, k := range f.v.Keep {
+		if strings.HasPrefix(k, path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
+	if slices.Contains(f.v.Fresh, path) {
+		return nil, nil
+	}
+	if f.v.covered(path) == "" || f.v.kept(path) != "" {
+		ents, err := f.base.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		return slices.DeleteFunc(ents, func(e DirEntry) bool {
+			return slices.Contains(f.v.Masked, join(path, e.Name)) ||
+				f.v.covered(join(path, e.Name)) != "" && !f.onTheWay(join(path, e.Name)) && f.v.kept(join(path, e.Name)) == ""
+		}), nil
+	}
+	if !f.onTheWay(path) {
+		return nil, fs.ErrNotExist
+	}
+	// The next component of each kept path below path.
+	seen := map[string]bool{}
+	var out []DirEntry
+	for _, k := range f.v.Keep {
+		rest, ok := strings.CutPrefix(k, strings.TrimSuffix(path, "/")+"/")
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, "/")
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		t := TypeDir
+		if child := join(path, name); child == k {
+			info, err := f.base.Lstat(k)
+			if err != nil {
+				continue // a kept path that vanished is not bound
+			}
+			t = info.Type
+		}
+		out = append(out, DirEntry{Name: name, Type: t})
+	}
+	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (f viewFS) Pseudo(path string) bool {
+	if slices.Contains(f.v.Fresh, path) {
+		return true
+	}
+	if f.v.covered(path) != "" && f.v.kept(path) == "" {
+		return false
+	}
+	return f.base.Pseudo(path)
+}
+
+func (f viewFS) Resolve(path string) (string, error) { return f.base.Resolve(path) }
