@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -339,6 +340,24 @@ func ruleOrigin(r *rules.Rule) string {
 
 // checkLandlock prints the Landlock plan run would enforce here, on this
 // kernel's ABI (or the newest the planner knows when there is none).
+// viewText renders the private view the plan is for.
+func viewText(v *landlock.View) string {
+	if v == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nprivate view (run builds it where user namespaces work; where they do not, it plans again without it and says so):\n")
+	for _, l := range []struct {
+		name  string
+		paths []string
+	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}} {
+		if len(l.paths) > 0 {
+			fmt.Fprintf(&b, "  %-14s %s\n", l.name+":", strings.Join(l.paths, " "))
+		}
+	}
+	return b.String()
+}
+
 func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 	p, err := e.load(agent)
 	if err != nil {
@@ -353,6 +372,12 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 	if abi < 1 {
 		abi = landlock.MinABI
 		c.errorf("this kernel has no Landlock (%s); showing the plan for ABI %d", k.Reason, abi)
+	}
+	// Planned as run plans it: for the session's private view.
+	if cwd, err := os.Getwd(); err == nil {
+		if cwd, err = canonical(cwd); err == nil {
+			e.view = e.privateView(p.pol, cwd)
+		}
 	}
 	pl, _, notes, err := e.planFloor(p, abi, e.launcher.StateDir)
 	for _, n := range notes {
@@ -369,9 +394,11 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 		writeJSON(c.stdout, struct {
 			Schema int `json:"schema"`
 			*landlock.Plan
-		}{jsonSchema, pl})
+			View *landlock.View `json:"view"`
+		}{jsonSchema, pl, e.view})
 		return ExitOK
 	}
 	fmt.Fprint(c.stdout, pl.Format())
+	fmt.Fprint(c.stdout, viewText(e.view))
 	return ExitOK
 }

@@ -178,6 +178,10 @@ type sandbox struct {
 	config string
 	// extraEnv is added to the launcher's environment.
 	extraEnv []string
+	// cwd, when set, replaces the workspace as the working directory of
+	// what exec runs; stdin, when set, is its standard input.
+	cwd   string
+	stdin *os.File
 }
 
 // Secrets the tests plant; reading one back is a leak.
@@ -308,6 +312,12 @@ func (s *sandbox) execFiles(files []*os.File, extraEnv []string, bin string, arg
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(s.env(), extraEnv...)
 	cmd.Dir = s.ws
+	if s.cwd != "" {
+		cmd.Dir = s.cwd
+	}
+	if s.stdin != nil {
+		cmd.Stdin = s.stdin
+	}
 	cmd.ExtraFiles = files
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -328,6 +338,15 @@ func (s *sandbox) execFiles(files []*os.File, extraEnv []string, bin string, arg
 		s.t.Fatalf("%s: %v", bin, err)
 	}
 	return r
+}
+
+// execIn is exec with dir as the working directory.
+func (s *sandbox) execIn(dir, bin string, args ...string) result {
+	s.t.Helper()
+	old := s.cwd
+	s.cwd = dir
+	defer func() { s.cwd = old }()
+	return s.exec(bin, args...)
 }
 
 // exec runs bin with args in the sandbox's environment, workspace and a

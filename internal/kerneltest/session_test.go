@@ -1,6 +1,11 @@
 package kerneltest
 
 import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,5 +73,231 @@ func TestNothingOutlivesSession(t *testing.T) {
 	wantOK(t, "daemon started inside", s.agent("daemon", out, "sleep", "1500"))
 	if r := s.bare("wait-file", out, "4000"); !strings.Contains(r.line(), "ETIMEDOUT") {
 		t.Errorf("the session's daemon outlived the session: %s", r)
+	}
+}
+
+// TestViewPrivileges: the agent runs with no_new_privs and no capability,
+// not even in the session's user namespace, with an empty bounding set
+// (research/review.md 17), and the start-up line says the view is in force.
+func TestViewPrivileges(t *testing.T) {
+	s := newSandbox(t, standard)
+	r := s.agent("read", "/proc/self/status")
+	if r.code != 0 {
+		t.Fatalf("read /proc/self/status inside: %s", r)
+	}
+	if !strings.Contains(r.stderr, "private view: own PID namespace") {
+		t.Errorf("the start-up line does not name the private view: %s", r.stderr)
+	}
+	for _, want := range []string{`NoNewPrivs:\t1`, `CapEff:\t0000000000000000`, `CapPrm:\t0000000000000000`, `CapBnd:\t0000000000000000`, `CapAmb:\t0000000000000000`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inside, /proc/self/status lacks %q: %s", want, r.stdout)
+		}
+	}
+	if b := s.bare("read", "/proc/self/status"); !strings.Contains(b.stdout, `NoNewPrivs:\t0`) {
+		t.Errorf("control: the bare agent has no_new_privs already: %s", b)
+	}
+}
+
+// TestViewHidesOutsideProcesses: another process of the operator, with a
+// secret on its command line, is not in the session's PID namespace, so
+// the agent cannot read its command line (research/review.md 14).
+func TestViewHidesOutsideProcesses(t *testing.T) {
+	s := newSandbox(t, standard)
+	const secret = "mysql-pw=hunter2-outside"
+	cmd := exec.Command("/bin/sh", "-c", "sleep 60", "sh", secret)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	cmdline := fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid)
+	if r := s.bare("read", cmdline); !strings.Contains(r.stdout, "hunter2") {
+		t.Fatalf("control: the bare agent cannot read the command line: %s", r)
+	}
+	wantErr(t, "read the outside process's command line", s.agent("read", cmdline), "ENOENT", "EACCES")
+	r := s.sh("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'")
+	if strings.Contains(r.stdout, "hunter2") {
+		t.Errorf("a command line inside the session holds the outside secret: %s", r)
+	}
+	if f := strings.Fields(r.stdout); len(f) == 0 || f[len(f)-1] == "" {
+		t.Errorf("no process count: %s", r)
+	} else if n, _ := strconv.Atoi(f[len(f)-1]); n < 2 || n > 10 {
+		t.Errorf("the session's /proc lists %d processes; want the init stage and the agent's few: %s", n, r)
+	}
+}
+
+// TestViewMountsPrivate: no mount of the session's view receives the
+// host's later mounts (research/review.md 3): inside, no mount is shared
+// with or a slave of a peer group outside, and, as root, a bind mount the
+// host makes during the session does not appear inside. As root the test
+// first makes its world a shared mount, as / is on systemd hosts (it is
+// not on this machine), so that both checks could fail: with MS_SLAVE
+// instead of MS_PRIVATE they do. Without root the harness cannot mount,
+// and only the propagation check runs, which can fail only where some
+// mount is shared.
+func TestViewMountsPrivate(t *testing.T) {
+	s := newSandbox(t, standard)
+	root := os.Getuid() == 0
+	if root {
+		for _, args := range [][]string{{"--bind", s.dir, s.dir}, {"--make-shared", s.dir}} {
+			if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+				t.Fatalf("mount %q: %v: %s", args, err, out)
+			}
+		}
+		defer exec.Command("umount", "-l", s.dir).Run()
+	}
+	host, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(host), " shared:") {
+		t.Logf("no mount is shared here: the propagation check cannot fail on this machine")
+	}
+	r := s.agent("read", "/proc/self/mountinfo")
+	if r.code != 0 || !strings.Contains(r.stdout, " / ") {
+		t.Fatalf("mountinfo inside: %s", r)
+	}
+	for _, line := range strings.Split(r.stdout, `\n`) {
+		if strings.Contains(line, " shared:") || strings.Contains(line, " master:") {
+			t.Errorf("a mount inside still propagates: %s", line)
+		}
+	}
+	if !root {
+		t.Logf("not root: the host-side bind mount half needs root")
+		return
+	}
+	secretDir := s.path("outside-secret")
+	s.write("outside-secret/data", sshKey)
+	target := s.ws + "/mnt"
+	s.mkdir("home/proj/mnt")
+	marker := s.ws + "/started"
+	a := shq(agent)
+	cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c",
+		a+" write "+shq(marker)+" x >/dev/null; "+a+" wait-file "+shq(s.ws+"/go")+" 10000 >/dev/null; exec "+a+" read "+shq(target+"/data"))
+	cmd.Env = s.env()
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitFor(t, marker)
+	if err := exec.Command("mount", "--bind", secretDir, target).Run(); err != nil {
+		t.Fatalf("bind mount on the host: %v", err)
+	}
+	defer exec.Command("umount", target).Run()
+	if r := s.bare("read", target+"/data"); !strings.Contains(r.stdout, sshKey) {
+		t.Fatalf("control: the host's bind mount is not there outside: %s", r)
+	}
+	os.WriteFile(s.ws+"/go", []byte("go"), 0o644)
+	cmd.Wait()
+	if strings.Contains(out.String(), sshKey) || !strings.Contains(out.String(), "err ENOENT") {
+		t.Errorf("the host's bind mount made during the session reached the agent: %q", out.String())
+	}
+}
+
+// TestStartInsideProtected: run refuses to start with the working
+// directory or an inherited stdio fd inside a protected path
+// (research/review.md 6); from the workspace, it runs.
+func TestStartInsideProtected(t *testing.T) {
+	s := newSandbox(t, standard)
+	ssh := s.path("home/.ssh")
+	r := s.execIn(ssh, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "read", "id_ed25519")
+	if r.code != 125 || !strings.Contains(r.stderr, "current directory") || strings.Contains(r.stdout, sshKey) {
+		t.Errorf("run from inside ~/.ssh: %s", r)
+	}
+	key, err := os.Open(ssh + "/id_ed25519")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer key.Close()
+	s.stdin = key
+	r = s.exec(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "read", "/dev/stdin")
+	s.stdin = nil
+	if r.code != 125 || !strings.Contains(r.stderr, "fd 0") || strings.Contains(r.stdout, sshKey) {
+		t.Errorf("run with stdin on the key: %s", r)
+	}
+	wantOK(t, "control: run from the workspace", s.execIn(s.ws, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "write", s.ws+"/x", "1"))
+}
+
+// TestSocketsHidden: the operator's D-Bus session socket (in
+// $XDG_RUNTIME_DIR) is not in the session's view unless connect_paths
+// names it; as root, a docker.sock stand-in under /var/run is masked too.
+func TestSocketsHidden(t *testing.T) {
+	s := newSandbox(t, standard)
+	runtimeDir := s.path("run-user")
+	s.mkdir("run-user")
+	bus := runtimeDir + "/bus"
+	l, err := net.Listen("unix", bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go acceptAll(l)
+	s.extraEnv = []string{"XDG_RUNTIME_DIR=" + runtimeDir}
+	wantOK(t, "control: bare connects to the session bus", s.bare("connect-unix", bus))
+	wantErr(t, "connect to the session bus inside", s.agent("connect-unix", bus), "ENOENT", "ECONNREFUSED", "EACCES")
+
+	p := newSandbox(t, standard+fmt.Sprintf("connect_paths = [%q]\n", bus))
+	p.extraEnv = s.extraEnv
+	wantOK(t, "connect_paths names the bus: reachable", p.agent("connect-unix", bus))
+
+	if os.Getuid() != 0 {
+		t.Logf("not root: the docker.sock half needs root to listen under /var/run")
+		return
+	}
+	const docker = "/run/docker.sock"
+	if _, err := os.Lstat(docker); err == nil {
+		t.Logf("%s exists on this machine; the stand-in is not made", docker)
+		wantErr(t, "connect to docker.sock inside", s.agent("connect-unix", docker), "ECONNREFUSED", "ENOENT", "EACCES")
+		return
+	}
+	dl, err := net.Listen("unix", docker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { dl.Close(); os.Remove(docker) }()
+	go acceptAll(dl)
+	wantOK(t, "control: bare connects to the docker.sock stand-in", s.bare("connect-unix", "/var/run/docker.sock"))
+	wantErr(t, "connect to the docker.sock stand-in inside", s.agent("connect-unix", "/var/run/docker.sock"), "ECONNREFUSED", "ENOENT", "EACCES")
+}
+
+func acceptAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
+	}
+}
+
+// TestNoViewFallback: where user namespaces are refused, run plans again
+// without the private view, says so, and still ends the session's
+// processes: the supervisor, a child subreaper, kills what the agent left
+// running. The refusal is made inside a child user namespace whose
+// user.max_user_namespaces is 0, which leaves the host untouched.
+func TestNoViewFallback(t *testing.T) {
+	s := newSandbox(t, standard)
+	unshare := s.lookPath("unshare")
+	if unshare == "" {
+		t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
+	}
+	noNS := func(argv ...string) result {
+		script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
+		return s.exec(unshare, append([]string{"-Ur", "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config, "--workspace", s.ws, "--"}, argv...)...)
+	}
+	a := shq(agent)
+	out := s.ws + "/waited.out"
+	r := noNS("/bin/sh", "-c", a+" daemon "+shq(out)+" read "+shq(s.path("home/.ssh/id_ed25519"))+" && exec "+a+" wait-file "+shq(out)+" 10000")
+	if !strings.Contains(r.stderr, "NO private view") {
+		t.Fatalf("the start-up line does not say the view is missing: %s", r)
+	}
+	if !strings.Contains(r.line(), "err EACCES") || strings.Contains(r.stdout, sshKey) {
+		t.Errorf("without the view, a daemon of the agent read the key, or did not run: %s", r)
+	}
+	left := s.ws + "/left.out"
+	wantOK(t, "daemon started without the view", noNS(agent, "daemon", left, "sleep", "1500"))
+	if r := s.bare("wait-file", left, "4000"); !strings.Contains(r.line(), "ETIMEDOUT") {
+		t.Errorf("without the view, the session's daemon outlived the session: %s", r)
 	}
 }

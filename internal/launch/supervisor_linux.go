@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -85,6 +87,15 @@ func Run(ctx context.Context, s Session) (int, error) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, Forwarded...)
 	defer signal.Stop(sigs)
+	if s.View == nil {
+		// No PID namespace to end the session: the agent's orphans (a
+		// double-forked daemon) become the supervisor's, which kills
+		// them when the agent exits (killDescendants).
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return 0, &SetupError{fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
+		}
+		defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	}
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -207,9 +218,66 @@ func Run(ctx context.Context, s Session) (int, error) {
 			}
 			unix.Kill(target, sig.(unix.Signal))
 		case state := <-exited:
+			if s.View == nil {
+				killDescendants()
+			}
 			return exitStatus(state), nil
 		}
 	}
+}
+
+// killDescendants kills and reaps every process below the supervisor
+// once the agent has exited: without a PID namespace, what the agent left
+// running (a double-forked daemon holding its files or the terminal) was
+// reparented to the supervisor, a child subreaper. It repeats until none
+// is left, so that a process forking while it is killed ends too, and
+// gives up after a few seconds.
+func killDescendants() {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		pids := descendants(os.Getpid())
+		if len(pids) == 0 {
+			break
+		}
+		for _, p := range pids {
+			unix.Kill(p, unix.SIGKILL)
+		}
+		for {
+			p, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+			if p <= 0 || err != nil {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// descendants lists the processes below pid, from /proc/PID/task/*/children
+// (Linux 3.5 and later with CONFIG_PROC_CHILDREN, which Debian has).
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	seen := map[int]bool{}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, task.Name()))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err == nil && !seen[c] {
+					seen[c] = true
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // isNamespaceRefusal reports whether starting a process in new namespaces
