@@ -89,8 +89,11 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 		if k == "" || !inside(k, covered) || slices.Contains(covered, k) {
 			continue
 		}
-		if _, err := os.Lstat(k); err != nil {
-			continue // nothing to bind; what the agent makes there is its own
+		if st, err := os.Lstat(k); err != nil || st.Mode()&os.ModeSymlink != 0 {
+			// Nothing to bind (what the agent makes there is its own), or
+			// a symlink, which a bind would not reproduce: its target is
+			// kept where a rule names it.
+			continue
 		}
 		if !slices.Contains(v.Keep, k) {
 			v.Keep = append(v.Keep, k)

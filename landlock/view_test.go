@@ -1,0 +1,125 @@
+package landlock
+
+import (
+	"errors"
+	"io/fs"
+	"slices"
+	"testing"
+)
+
+func names(ents []DirEntry) []string {
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name)
+	}
+	return out
+}
+
+// TestViewFS: the tree as the agent sees it in the private view.
+func TestViewFS(t *testing.T) {
+	base := newMemFS("/tmp/other/secret", "/tmp/.X11-unix/X0", "/tmp/u/home/proj/a.go", "/tmp/u/home/.ssh/key",
+		"/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/run/keep", "/proc/1/", "/usr/bin/sh")
+	v := &View{Private: []string{"/tmp"}, Hidden: []string{"/run/user/1000"}, Masked: []string{"/run/docker.sock"},
+		Fresh: []string{"/proc"}, Keep: []string{"/tmp/u/home"}}
+	if err := v.Check(); err != nil {
+		t.Fatal(err)
+	}
+	f := v.FS(base)
+	ls := func(p string) []string {
+		t.Helper()
+		ents, err := f.ReadDir(p)
+		if err != nil {
+			t.Fatalf("ReadDir(%s): %v", p, err)
+		}
+		return names(ents)
+	}
+	for dir, want := range map[string][]string{
+		"/tmp":           {"u"},                         // only the way to the kept home
+		"/tmp/u":         {"home"},                      // not the sibling
+		"/tmp/u/home":    {".ssh", "proj"},              // kept: the host's entries
+		"/run":           {"keep", "user"},              // the masked socket is gone
+		"/run/user/1000": nil,                           // hidden: empty
+		"/proc":          nil,                           // fresh: nothing to rely on
+		"/":              {"proc", "run", "tmp", "usr"}, // untouched above
+		"/usr/bin":       {"sh"},                        // untouched elsewhere
+	} {
+		if got := ls(dir); !slices.Equal(got, want) {
+			t.Errorf("ReadDir(%s) = %q, want %q", dir, got, want)
+		}
+	}
+	for _, p := range []string{"/tmp", "/tmp/u", "/run/user/1000", "/proc"} {
+		if info, err := f.Lstat(p); err != nil || !info.View || info.Type != TypeDir {
+			t.Errorf("Lstat(%s) = %+v, %v; want a view directory", p, info, err)
+		}
+	}
+	for _, p := range []string{"/tmp/u/home", "/tmp/u/home/.ssh/key", "/usr/bin/sh", "/run/keep"} {
+		if info, err := f.Lstat(p); err != nil || info.View {
+			t.Errorf("Lstat(%s) = %+v, %v; want the host's inode", p, info, err)
+		}
+	}
+	for _, p := range []string{"/tmp/other/secret", "/tmp/.X11-unix/X0", "/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/proc/1"} {
+		if _, err := f.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Lstat(%s): %v; want it gone from the view", p, err)
+		}
+	}
+	if !f.Pseudo("/proc") || f.Pseudo("/tmp") {
+		t.Errorf("Pseudo: /proc %v, /tmp %v", f.Pseudo("/proc"), f.Pseudo("/tmp"))
+	}
+}
+
+func TestViewCheck(t *testing.T) {
+	for _, v := range []View{
+		{Private: []string{"tmp"}},
+		{Private: []string{"/tmp/../etc"}},
+		{Private: []string{"/"}},
+		{Private: []string{"/tmp"}, Keep: []string{"/home/u"}}, // not inside a covered directory
+		{Private: []string{"/tmp"}, Keep: []string{"/tmp"}},    // the covered directory itself
+	} {
+		if err := v.Check(); err == nil {
+			t.Errorf("%+v: no error", v)
+		}
+	}
+}
+
+// TestPlanWithView: planned against the view, the private /tmp's rule is
+// a view rule (the init stage makes its inode), the kept workspace's rule
+// names the host's inode, and nothing is planned for what the view hides.
+func TestPlanWithView(t *testing.T) {
+	base := newMemFS("/tmp/other/.env", "/tmp/ws/a.go", "/usr/bin/sh", "/home/u/.ssh/key")
+	m := compile(t, "[file_policy]\ndefault = \"deny\"\npresets = [\"system\"]\nwrite_paths = [\"/tmp/**\"]\n")
+	v := &View{Private: []string{"/tmp"}, Keep: []string{"/tmp/ws"}}
+	pl, err := NewPlan(m, 7, v.FS(base), Options{Canaries: []string{"/home/u/.ssh/key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmp *Rule
+	for i, r := range pl.Rules {
+		if r.Path == "/tmp" {
+			tmp = &pl.Rules[i]
+		}
+		if r.Path == "/tmp/other" || r.Path == "/tmp/other/.env" {
+			t.Errorf("a rule for what the view hides: %+v", r)
+		}
+		if r.View && r.Path != "/tmp" {
+			t.Errorf("a view rule for a host inode: %+v", r)
+		}
+	}
+	if tmp == nil || !tmp.View || tmp.Access&WriteFile == 0 {
+		t.Fatalf("the private /tmp's rule: %+v\n%s", tmp, pl.Format())
+	}
+	for _, c := range pl.Carved {
+		if c.Path == "/tmp" {
+			t.Errorf("/tmp is carved in the view, where nothing in it is protected: %+v", c)
+		}
+	}
+	// Without a view, no rule is a view rule.
+	plain, err := NewPlan(m, 7, base, Options{Canaries: []string{"/home/u/.ssh/key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range plain.Rules {
+		if r.View {
+			t.Errorf("a view rule without a view: %+v", r)
+		}
+	}
+}
