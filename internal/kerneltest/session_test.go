@@ -301,3 +301,40 @@ func TestNoViewFallback(t *testing.T) {
 		t.Errorf("without the view, the session's daemon outlived the session: %s", r)
 	}
 }
+
+// TestKnownLimitSocketInProtectedDir pins a documented limit found by an
+// adversarial review of the session view (README, known limits): Landlock
+// ABI 7 does not mediate connect(2) to pathname unix sockets, so a socket
+// in a directory the policy denies (an ssh-agent started with
+// -a ~/.ssh/agent.sock, gpg-agent's ~/.gnupg/S.gpg-agent), inside the part
+// of the home directory the view keeps, is reachable while every file
+// beside it is denied. The seccomp supervisor's connect mediation (and
+// Landlock's RESOLVE_UNIX on newer ABIs) closes it; then this test fails
+// and must be turned around.
+func TestKnownLimitSocketInProtectedDir(t *testing.T) {
+	s := newSandbox(t, standard)
+	// A socket path is at most 107 bytes: listen through a short symlink
+	// to ~/.ssh, connect from inside it.
+	short, err := os.MkdirTemp("", "al-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(short)
+	if err := os.Symlink(s.path("home/.ssh"), short+"/ssh"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", short+"/ssh/agent.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go acceptAll(l)
+	wantErr(t, "the key beside the socket", s.agent("read", s.path("home/.ssh/id_ed25519")), "EACCES")
+	connect := "cd " + shq(s.path("home/.ssh")) + " && exec " + shq(agent) + " connect-unix ./agent.sock"
+	if r := s.bareSh(connect); r.code != 0 || !strings.HasPrefix(r.line(), "ok") {
+		t.Fatalf("control: bare connect: %s", r)
+	}
+	if r := s.sh(connect); r.code != 0 || !strings.HasPrefix(r.line(), "ok") {
+		t.Errorf("the documented limit changed: connecting to a socket in ~/.ssh is now %s; update the README and this test", r)
+	}
+}

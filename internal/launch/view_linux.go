@@ -131,7 +131,10 @@ func buildView(v *landlock.View, cwd string) (devs []uint64, err error) {
 	// under a covered directory (review finding 6).
 	if cwd != "" {
 		if err := unix.Chdir(cwd); err != nil {
-			return nil, fmt.Errorf("view: the working directory %s is not in the view: %w", cwd, err)
+			// Root in the session's user namespace has no rights over
+			// owners it does not map (a root operator in another user's
+			// directory): a start without the view avoids it.
+			return nil, &ViewError{fmt.Sprintf("entering the working directory %s in the view: %v", cwd, err)}
 		}
 	}
 	return devs, nil
