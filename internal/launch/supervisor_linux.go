@@ -111,6 +111,21 @@ func Run(ctx context.Context, s Session) (int, error) {
 	}
 	defer conn.Close()
 
+	pty, err := newSessionPTY(s.Stdin, s.Stdout, s.Stderr)
+	if err != nil {
+		child.Close()
+		return 0, &SetupError{err.Error()}
+	}
+	relaying := false
+	if pty != nil {
+		defer func() {
+			if relaying {
+				pty.finish()
+			} else {
+				pty.discard()
+			}
+		}()
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"agent-launcher", InitArg},
@@ -120,11 +135,18 @@ func Run(ctx context.Context, s Session) (int, error) {
 		Stderr:     s.Stderr,
 		ExtraFiles: []*os.File{child},
 		SysProcAttr: &syscall.SysProcAttr{
-			// No controlling terminal to inject keystrokes into (TIOCSTI),
-			// until the session gets its own pty.
+			// A new session: the operator's terminal is not the agent's
+			// controlling terminal, so it cannot inject keystrokes into it
+			// (TIOCSTI); where the operator has a terminal, the agent gets
+			// a pty of its own as its controlling terminal.
 			Setsid:    true,
 			Pdeathsig: syscall.SIGKILL,
 		},
+	}
+	if pty != nil {
+		files, ctty := pty.stdio(s.Stdin, s.Stdout, s.Stderr)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
+		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, ctty
 	}
 	if s.View != nil {
 		uid, gid := os.Getuid(), os.Getgid()
@@ -208,10 +230,21 @@ func Run(ctx context.Context, s Session) (int, error) {
 		_ = state
 		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
 	}
+	if pty != nil {
+		if err := pty.start(); err != nil {
+			kill()
+			return 0, &SetupError{err.Error()}
+		}
+		relaying = true
+	}
 
 	for {
 		select {
 		case sig := <-sigs:
+			if pty != nil && sig == unix.SIGWINCH {
+				pty.resize() // the kernel signals the pty's foreground group
+				continue
+			}
 			target := pid
 			if toGroup(sig) {
 				target = -pid // setsid made the agent a process group leader
