@@ -50,6 +50,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.run(rest)
 	case "doctor":
 		return c.doctor(rest)
+	case "review":
+		return c.review(rest)
 	case "help", "-h", "-help", "--help":
 		c.usage(stdout)
 		return ExitOK
@@ -62,7 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitFailure
 }
 
-var commands = []string{"run", "check", "explain", "doctor", "version", "help"}
+var commands = []string{"run", "check", "explain", "doctor", "review", "version", "help"}
 
 type command struct {
 	ctx    context.Context
@@ -80,10 +82,16 @@ func (c *command) usage(w io.Writer) {
 	fmt.Fprint(w, `agent-launcher confines an AI agent and everything it starts to a file policy.
 
 Usage:
-  agent-launcher check   [--config FILE] [--agent NAME] [--workspace DIR] [--json] [--show-default]
+  agent-launcher run     [--config FILE] [--agent NAME] [--workspace DIR] [--allow-unconfined] -- COMMAND [ARG...]
+  agent-launcher check   [--config FILE] [--agent NAME] [--workspace DIR] [--json] [--show-default] [--landlock]
   agent-launcher explain [--config FILE] [--agent NAME] [--workspace DIR] [--op OP] [--tool NAME] [--json] PATH...
+  agent-launcher doctor  [--json]
+  agent-launcher review  [--json] [--remove]
   agent-launcher version
 
+run       confines COMMAND and everything it starts to the policy.
+review    shows the last session's changes to files that programs outside the
+          session run or obey; --remove removes the ones it created.
 check     validates the policy and prints the effective policy of each agent,
           where every rule came from, and rules that can never take effect.
 explain   says what the policy does with an operation on each path: the tier,

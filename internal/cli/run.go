@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
 	"github.com/agent-launcher/agent-launcher/internal/launch"
@@ -107,13 +109,38 @@ func (c *command) run(args []string) int {
 				return ExitFailure
 			}
 			session.View = e.view
-			plan := session.Plan
-			session.Ready = func() { c.startLine(argv, pf.agent, e, plan, noView) }
+		}
+		// The session-end review's first snapshot runs while the init
+		// stage starts; the agent starts only once it is taken.
+		roots := e.reviewRoots(p.pol)
+		var before persistSnapshot
+		var incomplete string
+		snapped := make(chan struct{})
+		go func() {
+			before, incomplete = snapshotPersistence(p.m, roots)
+			close(snapped)
+		}()
+		plan, view := session.Plan, noView
+		session.Ready = func() {
+			<-snapped
+			if plan != nil {
+				c.startLine(argv, pf.agent, e, plan, view)
+			}
 		}
 		if attempt == 0 && len(dropped) > 0 {
 			c.errorf("%s", droppedLine(dropped))
 		}
 		code, err := launch.Run(c.ctx, session)
+		if err == nil {
+			<-snapped
+			after, inc2 := snapshotPersistence(p.m, roots)
+			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
+				Changes: diffPersistence(before, after), Incomplete: cmp.Or(incomplete, inc2)}
+			c.printReview(r)
+			if err := saveReview(e.launcher.StateDir, r); err != nil {
+				c.errorf("session review: keeping the report: %v", err)
+			}
+		}
 		var ve *launch.ViewError
 		if errors.As(err, &ve) && noView == "" {
 			noView = ve.Msg

@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -336,5 +337,50 @@ func TestKnownLimitSocketInProtectedDir(t *testing.T) {
 	}
 	if r := s.sh(connect); r.code != 0 || !strings.HasPrefix(r.line(), "ok") {
 		t.Errorf("the documented limit changed: connecting to a socket in ~/.ssh is now %s; update the README and this test", r)
+	}
+}
+
+// TestSessionReview: persistence files the agent creates where the floor
+// lets it (a directory that was not carved) are listed at the session's
+// end, on stderr and by `agent-launcher review`, and `review --remove`
+// removes them; an ordinary file beside them is neither listed nor
+// removed. A file the operator changed since is kept.
+func TestSessionReview(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.mkdir("home/proj/sub")
+	a := shq(agent)
+	r := s.sh(a + " write sub/.envrc 'export PATH=/tmp/evil:$PATH' && " + a + " write sub/.npmrc registry=evil && " + a + " write sub/notes.txt ordinary && " + a + " write sub/.vscode-not-tasks.json x")
+	if r.code != 0 {
+		t.Fatalf("the agent's writes: %s", r)
+	}
+	for _, want := range []string{"created " + s.ws + "/sub/.envrc", "created " + s.ws + "/sub/.npmrc"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "notes.txt") || strings.Contains(r.stderr, "not-tasks") {
+		t.Errorf("an ordinary file is reported: %s", r.stderr)
+	}
+	j := s.exec(launcher, "review", "--json")
+	var rep struct {
+		Changes []struct{ Kind, Path string } `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(j.stdout), &rep); err != nil || len(rep.Changes) != 2 {
+		t.Fatalf("review --json: %v: %s", err, j)
+	}
+	// The operator edits one of them before removing: it is kept.
+	s.write("home/proj/sub/.npmrc", "registry=the-operator's")
+	rm := s.exec(launcher, "review", "--remove")
+	if rm.code != 0 || !strings.Contains(rm.stdout, "removed: "+s.ws+"/sub/.envrc") || !strings.Contains(rm.stdout, "kept (changed since the session ended): "+s.ws+"/sub/.npmrc") {
+		t.Errorf("review --remove: %s", rm)
+	}
+	if _, err := os.Stat(s.ws + "/sub/.envrc"); !os.IsNotExist(err) {
+		t.Errorf("sub/.envrc is still there: %v", err)
+	}
+	wantFile(t, s.ws+"/sub/.npmrc", "registry=the-operator's")
+	wantFile(t, s.ws+"/sub/notes.txt", "ordinary")
+	// A session that changes nothing reports nothing.
+	if r := s.agent("write", s.ws+"/sub/notes.txt", "again"); strings.Contains(r.stderr, "session review") {
+		t.Errorf("a session without changes reported: %s", r.stderr)
 	}
 }

@@ -1,0 +1,321 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent-launcher/agent-launcher/rules"
+	"github.com/agent-launcher/agent-launcher/tiers"
+)
+
+// The session-end review (DESIGN.md section 2, guarantee 6): the launcher
+// records the persistence paths (what the built-in write protection
+// names: git hooks and config, .envrc, shell start-up files, ...) in the
+// trees the agent may write, before the agent runs and after it exits,
+// reports every difference, and keeps the last report in its state
+// directory for `agent-launcher review`, which can remove what the agent
+// created. The floor already keeps the agent from changing the ones that
+// exist at launch; the review catches the ones it creates where their
+// parent directory is not carved (a sub/.envrc) and anything that changed
+// them while the session ran.
+
+// reviewLimit bounds each snapshot's walk.
+const reviewLimit = 200000
+
+// persistEntry is one persistence path as recorded.
+type persistEntry struct {
+	Type string `json:"type"` // file, dir, symlink, other
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size"`
+	// Hash is the SHA-256 of a file's content (up to 16 MiB, else of its
+	// size and modification time) or a symlink's target.
+	Hash string `json:"hash,omitempty"`
+	// Rule names the protection that makes the path a persistence path.
+	Rule string `json:"rule"`
+}
+
+// persistSnapshot maps path to entry.
+type persistSnapshot map[string]persistEntry
+
+// reviewChange is one difference between the snapshots.
+type reviewChange struct {
+	Kind string `json:"kind"` // created, modified, deleted, mode changed
+	Path string `json:"path"`
+	Rule string `json:"rule"`
+	// Entry is the path as it was left (empty for a deleted one).
+	Entry persistEntry `json:"entry,omitzero"`
+}
+
+// reviewReport is what the launcher keeps of a session's review.
+type reviewReport struct {
+	Schema    int            `json:"schema"`
+	Ended     time.Time      `json:"ended"`
+	Command   []string       `json:"command"`
+	Workspace string         `json:"workspace"`
+	Roots     []string       `json:"roots"`
+	Changes   []reviewChange `json:"changes"`
+	// Incomplete says why a snapshot did not cover every root.
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// reviewRoots returns the trees a session of pol may write that outlive
+// it: the directories the write rules name literally (the workspace),
+// without the private view's temporary directories and without /dev.
+// Only there can the agent create or change a file.
+func (e *env) reviewRoots(pol *rules.Policy) []string {
+	var roots []string
+	skip := map[string]bool{}
+	if e.view != nil {
+		for _, d := range slices.Concat(e.view.Private, e.view.Hidden) {
+			skip[d] = true
+		}
+	}
+	for _, r := range pol.Rules {
+		if r.Kind != rules.KindTier || r.Tier != rules.Write {
+			continue
+		}
+		for i := range r.Globs {
+			prefix, _ := r.Globs[i].LiteralPrefix()
+			if prefix == "" || prefix == "/" || prefix == "/dev" || strings.HasPrefix(prefix, "/dev/") || skip[prefix] {
+				continue
+			}
+			if st, err := os.Stat(prefix); err != nil || !st.IsDir() {
+				continue
+			}
+			roots = append(roots, prefix)
+		}
+	}
+	slices.Sort(roots)
+	roots = slices.Compact(roots)
+	// Drop roots inside other roots.
+	return slices.DeleteFunc(roots, func(r string) bool {
+		return slices.ContainsFunc(roots, func(o string) bool { return o != r && strings.HasPrefix(r, o+"/") })
+	})
+}
+
+// snapshotPersistence records every path under roots that the write
+// protection names. Directories that hold only what git and package
+// managers regenerate are not walked.
+func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, string) {
+	snap := persistSnapshot{}
+	seen := 0
+	incomplete := ""
+	for _, root := range roots {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable or gone: nothing to record there
+			}
+			if seen++; seen > reviewLimit {
+				incomplete = fmt.Sprintf("more than %d entries under %s", reviewLimit, strings.Join(roots, " "))
+				return fs.SkipAll
+			}
+			if d.IsDir() && p != root && (d.Name() == "node_modules" || strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
+				return fs.SkipDir
+			}
+			dec := m.Decide(p, tiers.OpWrite)
+			if dec.Rule == nil || dec.Rule.Kind != rules.KindWriteProtect {
+				return nil
+			}
+			if ent, ok := describe(p); ok {
+				ent.Rule = dec.Rule.Pattern
+				snap[p] = ent
+			}
+			return nil
+		})
+		if err != nil && incomplete == "" {
+			incomplete = err.Error()
+		}
+	}
+	return snap, incomplete
+}
+
+// describe records path without following a final symlink.
+func describe(path string) (persistEntry, bool) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return persistEntry{}, false
+	}
+	ent := persistEntry{Mode: uint32(fi.Mode().Perm()), Size: fi.Size()}
+	switch {
+	case fi.Mode().IsRegular():
+		ent.Type = "file"
+		ent.Hash = fileHash(path, fi)
+	case fi.IsDir():
+		ent.Type, ent.Size = "dir", 0
+	case fi.Mode()&fs.ModeSymlink != 0:
+		ent.Type = "symlink"
+		if t, err := os.Readlink(path); err == nil {
+			sum := sha256.Sum256([]byte(t))
+			ent.Hash = hex.EncodeToString(sum[:])
+		}
+	default:
+		ent.Type = "other"
+	}
+	return ent, true
+}
+
+func fileHash(path string, fi fs.FileInfo) string {
+	h := sha256.New()
+	if fi.Size() > 16<<20 {
+		fmt.Fprintf(h, "size %d mtime %d", fi.Size(), fi.ModTime().UnixNano())
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintf(h, "unreadable: %v", err)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	defer f.Close()
+	_, _ = io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// diffPersistence lists what changed from before to after, by path.
+func diffPersistence(before, after persistSnapshot) []reviewChange {
+	var out []reviewChange
+	for p, a := range after {
+		b, ok := before[p]
+		switch {
+		case !ok:
+			out = append(out, reviewChange{Kind: "created", Path: p, Rule: a.Rule, Entry: a})
+		case a.Type != b.Type || a.Hash != b.Hash || a.Size != b.Size && a.Type == "file":
+			out = append(out, reviewChange{Kind: "modified", Path: p, Rule: a.Rule, Entry: a})
+		case a.Mode != b.Mode:
+			out = append(out, reviewChange{Kind: "mode changed", Path: p, Rule: a.Rule, Entry: a})
+		}
+	}
+	for p, b := range before {
+		if _, ok := after[p]; !ok {
+			out = append(out, reviewChange{Kind: "deleted", Path: p, Rule: b.Rule})
+		}
+	}
+	slices.SortFunc(out, func(x, y reviewChange) int { return strings.Compare(x.Path, y.Path) })
+	return out
+}
+
+func reviewFile(stateDir string) string { return filepath.Join(stateDir, "review", "last.json") }
+
+// saveReview writes the report atomically (0600, in the state directory,
+// which the agent cannot reach).
+func saveReview(stateDir string, r *reviewReport) error {
+	path := reviewFile(stateDir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".last-*.json")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// printReview prints the report's changes, one line each, for the
+// operator at the session's end.
+func (c *command) printReview(r *reviewReport) {
+	if r.Incomplete != "" {
+		c.errorf("session review: incomplete (%s)", r.Incomplete)
+	}
+	if len(r.Changes) == 0 {
+		return
+	}
+	c.errorf("session review: %d change(s) to files that programs outside the session run or obey:", len(r.Changes))
+	for _, ch := range r.Changes {
+		c.errorf("  %s %s (%s)", ch.Kind, display(ch.Path), ch.Rule)
+	}
+	c.errorf("  agent-launcher review shows them again; agent-launcher review --remove removes what the session created")
+}
+
+// review shows the last session's review and, with --remove, removes the
+// persistence files the session created that are still as it left them.
+func (c *command) review(args []string) int {
+	flags := c.flagSet("review")
+	jsonOut := flags.Bool("json", false, "")
+	remove := flags.Bool("remove", false, "")
+	pos, status, ok := c.parse(flags, args)
+	if !ok {
+		return status
+	}
+	if len(pos) > 0 {
+		c.errorf("review: takes no arguments")
+		return ExitFailure
+	}
+	lp := launcherPaths("", "")
+	b, err := os.ReadFile(reviewFile(lp.StateDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		c.errorf("review: no session has ended here yet")
+		return ExitFailure
+	}
+	var r reviewReport
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err != nil {
+		c.errorf("review: %s: %v", reviewFile(lp.StateDir), err)
+		return ExitFailure
+	}
+	if *remove {
+		for _, ch := range r.Changes {
+			if ch.Kind != "created" {
+				continue
+			}
+			now, ok := describe(ch.Path)
+			switch {
+			case !ok:
+				fmt.Fprintf(c.stdout, "gone already: %s\n", ch.Path)
+			case now.Type != ch.Entry.Type || now.Hash != ch.Entry.Hash:
+				fmt.Fprintf(c.stdout, "kept (changed since the session ended): %s\n", ch.Path)
+			case now.Type == "dir":
+				if err := os.RemoveAll(ch.Path); err != nil {
+					c.errorf("review: removing %s: %v", ch.Path, err)
+					return ExitFailure
+				}
+				fmt.Fprintf(c.stdout, "removed: %s\n", ch.Path)
+			default:
+				if err := os.Remove(ch.Path); err != nil {
+					c.errorf("review: removing %s: %v", ch.Path, err)
+					return ExitFailure
+				}
+				fmt.Fprintf(c.stdout, "removed: %s\n", ch.Path)
+			}
+		}
+		return ExitOK
+	}
+	if *jsonOut {
+		writeJSON(c.stdout, r)
+		return ExitOK
+	}
+	fmt.Fprintf(c.stdout, "session of %s, ended %s, workspace %s\n", strings.Join(r.Command, " "), r.Ended.Format(time.RFC3339), r.Workspace)
+	if r.Incomplete != "" {
+		fmt.Fprintf(c.stdout, "incomplete: %s\n", r.Incomplete)
+	}
+	if len(r.Changes) == 0 {
+		fmt.Fprintf(c.stdout, "no change to persistence files\n")
+	}
+	for _, ch := range r.Changes {
+		fmt.Fprintf(c.stdout, "%-12s %s (%s)\n", ch.Kind, ch.Path, ch.Rule)
+	}
+	return ExitOK
+}
