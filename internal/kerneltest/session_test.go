@@ -384,3 +384,47 @@ func TestSessionReview(t *testing.T) {
 		t.Errorf("a session without changes reported: %s", r.stderr)
 	}
 }
+
+// TestViewOwners: inside the session's user namespace only the operator's
+// own ids are mapped. Files of other users show the overflow owner
+// (nobody, 65534); the operator's files keep their owner, so git
+// (including its safe.directory ownership check), python and a shell work
+// in the workspace as outside. README, known limits, says what differs.
+func TestViewOwners(t *testing.T) {
+	s := newSandbox(t, standard)
+	git, py := s.lookPath("git"), s.lookPath("python3")
+	if git == "" || py == "" {
+		t.Fatalf("this test needs git and python3 in %s", sandboxPATH)
+	}
+	if out, err := exec.Command(git, "init", "-q", s.ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	s.write("home/proj/main.py", "print('hello')\n")
+	uid := os.Getuid()
+	wantRoot := "65534" // /etc/passwd belongs to root, unmapped for any other operator
+	if uid == 0 {
+		wantRoot = "0"
+	}
+	script := `stat -c '%u' /etc/passwd; stat -c '%u' main.py; id -u; ` + git + ` status --porcelain; echo git=$?; ` + py + ` main.py`
+	bare := s.bareSh(script)
+	if !strings.HasPrefix(bare.stdout, "0\n"+strconv.Itoa(uid)+"\n"+strconv.Itoa(uid)+"\n") {
+		t.Fatalf("control: outside, owners are the host's: %s", bare)
+	}
+	r := s.sh(script)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 5 {
+		t.Fatalf("inside: %s", r)
+	}
+	if lines[0] != wantRoot {
+		t.Errorf("inside, /etc/passwd's owner is %s, want %s", lines[0], wantRoot)
+	}
+	if lines[1] != strconv.Itoa(uid) || lines[2] != strconv.Itoa(uid) {
+		t.Errorf("inside, the operator's file or id changed: %q", lines[:3])
+	}
+	if !strings.Contains(r.stdout, "?? main.py") || !strings.Contains(r.stdout, "git=0") {
+		t.Errorf("git status in the workspace: %s", r)
+	}
+	if lines[len(lines)-1] != "hello" {
+		t.Errorf("python in the workspace: %s", r)
+	}
+}
