@@ -3,6 +3,7 @@ package landlock
 import (
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 )
@@ -32,11 +33,14 @@ type View struct {
 }
 
 // covered returns the Private or Hidden directory that covers path (path
-// itself or an ancestor), or "".
+// itself or an ancestor), or "". The planner asks for every entry it
+// looks at: no allocation.
 func (v *View) covered(path string) string {
-	for _, r := range slices.Concat(v.Private, v.Hidden) {
-		if within(path, r) {
-			return r
+	for _, list := range [2][]string{v.Private, v.Hidden} {
+		for _, r := range list {
+			if within(path, r) {
+				return r
+			}
 		}
 	}
 	return ""
@@ -62,7 +66,7 @@ func (v *View) kept(path string) string {
 func (v *View) Check() error {
 	for _, list := range [][]string{v.Private, v.Hidden, v.Masked, v.Fresh, v.Keep} {
 		for _, p := range list {
-			if p == "" || p[0] != '/' || p == "/" || cleanPath(p) != p {
+			if p == "" || p[0] != '/' || p == "/" || path.Clean(p) != p {
 				return fmt.Errorf("landlock: view: %q is not a clean absolute path below /", p)
 			}
 		}
@@ -73,22 +77,6 @@ func (v *View) Check() error {
 		}
 	}
 	return nil
-}
-
-func cleanPath(p string) string {
-	var out []string
-	for _, s := range strings.Split(p, "/") {
-		switch s {
-		case "", ".":
-		case "..":
-			if len(out) > 0 {
-				out = out[:len(out)-1]
-			}
-		default:
-			out = append(out, s)
-		}
-	}
-	return "/" + strings.Join(out, "/")
 }
 
 // FS returns base as the agent will see it in the view: a covered

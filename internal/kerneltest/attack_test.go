@@ -94,6 +94,28 @@ func wantFile(t *testing.T, path, want string) {
 // /dev/null so that the harness does not wait for it.
 const sleeper = "sleep 5 </dev/null >/dev/null 2>&1 & "
 
+// supFD is where leakedKey's launcher holds the key.
+const supFD = 9
+
+// leakedKey opens the world's SSH key, as if the operator's shell had
+// leaked it to the launcher, and returns it with a runner of shell
+// scripts under a launcher that holds it at fd supFD. The key is closed
+// when the test ends.
+func (s *sandbox) leakedKey() (*os.File, func(script string) result) {
+	s.t.Helper()
+	key, err := os.Open(s.path("home/.ssh/id_ed25519"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { key.Close() })
+	files := make([]*os.File, supFD-3+1)
+	files[supFD-3] = key
+	return key, func(script string) result {
+		s.t.Helper()
+		return s.execFiles(files, nil, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", script)
+	}
+}
+
 // wantSupervisorParent checks the premise of the supervisor rows: inside
 // `s.sh`, $PPID is the launcher: the `agent-launcher run` process, or, with
 // a private view, the init stage that stays the session's PID 1 (the
@@ -180,19 +202,7 @@ func TestAttackCorpus(t *testing.T) {
 	t.Run("row09-proc-supervisor-fd", func(t *testing.T) {
 		s := corpusWorld(t, "")
 		wantSupervisorParent(t, s)
-		key, err := os.Open(s.path("home/.ssh/id_ed25519"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer key.Close()
-		// The supervisor holds the key open at fd 9, as if the operator's
-		// shell had leaked it to the launcher.
-		const supFD = 9
-		files := make([]*os.File, supFD-3+1)
-		files[supFD-3] = key
-		run := func(script string) result {
-			return s.execFiles(files, nil, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", script)
-		}
+		key, run := s.leakedKey()
 		wantOK(t, "control: bare reads /proc/<parent>/fd/N", s.bareSh("exec "+shq(agent)+" read /proc/$PPID/fd/"+strconv.Itoa(int(key.Fd()))))
 		// ENOENT: with a private view the parent is PID 1, the init stage,
 		// which closed every fd it had no use for.
@@ -420,14 +430,9 @@ func TestAttackCorpus(t *testing.T) {
 	t.Run("row24-pidfd-getfd", func(t *testing.T) {
 		s := corpusWorld(t, "")
 		wantSupervisorParent(t, s)
-		key, err := os.Open(s.path("home/.ssh/id_ed25519"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer key.Close()
+		key, run := s.leakedKey()
 		wantOK(t, "control: bare steals its parent's fd of the key", s.bareSh("exec "+shq(agent)+" pidfd-getfd $PPID "+strconv.Itoa(int(key.Fd()))))
-		files := []*os.File{nil, nil, nil, nil, nil, nil, key} // the supervisor's fd 9
-		r := s.execFiles(files, nil, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", "exec "+shq(agent)+" pidfd-getfd $PPID 9")
+		r := run("exec " + shq(agent) + " pidfd-getfd $PPID " + strconv.Itoa(supFD))
 		wantErr(t, "pidfd_getfd of the supervisor's fd 9 (the key)", r, "EPERM")
 		wantErr(t, "pidfd_getfd of the supervisor's stderr", s.sh("exec "+shq(agent)+" pidfd-getfd $PPID 2"), "EPERM")
 		wantOK(t, "control: pidfd_getfd of a child in the agent's domain", s.sh("exec 5<rw/a.txt; "+sleeper+"exec "+shq(agent)+" pidfd-getfd $! 5"))

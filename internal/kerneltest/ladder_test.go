@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	probe "github.com/agent-launcher/agent-launcher/internal/kernel"
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
@@ -135,17 +136,8 @@ type doctorReport struct {
 		ABI    int    `json:"abi"`
 		Reason string `json:"reason"`
 	} `json:"landlock"`
-	Seccomp struct {
-		Filter           bool `json:"filter"`
-		UserNotif        bool `json:"user_notif"`
-		NewListener      bool `json:"new_listener"`
-		TsyncESRCH       bool `json:"tsync_esrch"`
-		WaitKillableRecv bool `json:"wait_killable_recv"`
-		AddFD            bool `json:"addfd"`
-		AddFDSend        bool `json:"addfd_send"`
-		SyncWakeUp       bool `json:"sync_wake_up"`
-	} `json:"seccomp"`
-	Ladder []struct {
+	Seccomp probe.Seccomp `json:"seccomp"`
+	Ladder  []struct {
 		ABIs    string `json:"abis"`
 		Applies bool   `json:"applies"`
 	} `json:"ladder"`

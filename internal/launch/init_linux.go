@@ -65,6 +65,13 @@ func init() {
 	}
 }
 
+// fail reports a failure before the agent started ("error"; view: the
+// private view caused it) and returns the init stage's exit status.
+func (f fdStream) fail(view bool, format string, args ...any) int {
+	_ = writeFrame(f, report{Type: msgError, Msg: fmt.Sprintf(format, args...), View: view})
+	return 125
+}
+
 // InitMain runs the init stage (steps 2-7 of the sync protocol) and returns
 // its exit status; on success it does not return: the process becomes the
 // agent. It must be called only in a process the supervisor started with
@@ -77,10 +84,7 @@ func InitMain() int {
 		fmt.Fprintln(os.Stderr, "agent-launcher: "+InitArg+" is the launcher's internal init stage; use `agent-launcher run`")
 		return 125
 	}
-	fail := func(format string, args ...any) int {
-		_ = writeFrame(sock, report{Type: msgError, Msg: fmt.Sprintf(format, args...)})
-		return 125
-	}
+	fail := func(format string, args ...any) int { return sock.fail(false, format, args...) }
 	var cfg initConfig
 	if err := readFrame(sock, &cfg); err != nil {
 		return fail("init stage: reading the configuration: %v", err)
@@ -96,18 +100,43 @@ func InitMain() int {
 	if cfg.View != nil {
 		return initPID1(sock, &cfg)
 	}
+	if code := confineThread(sock, &cfg, nil, false); code != 0 {
+		return code
+	}
+	return execFailed(sock, unix.Exec(string(cfg.Path), toStrings(cfg.Argv), toStrings(cfg.Env)))
+}
+
+// confineThread runs steps 4-7 of the sync protocol on the calling
+// thread: Landlock (the view's devices for its rules), no_new_privs, and,
+// with a view, no capability left; the assertions and the canary; then
+// "ready", and the supervisor's "go". It returns 0 when the agent may
+// start, else the init stage's exit status (the failure reported).
+func confineThread(sock fdStream, cfg *initConfig, devs []uint64, dropCaps bool) int {
+	fail := func(format string, args ...any) int { return sock.fail(false, format, args...) }
 	rules := 0
 	if cfg.Confined {
 		pl := cfg.plan()
-		if err := landlock.Apply(pl); err != nil {
-			return fail("%v", err)
-		}
-		if err := canary(string(cfg.Canary)); err != nil {
+		if err := landlock.Apply(pl, devs...); err != nil {
 			return fail("%v", err)
 		}
 		rules = len(pl.Rules)
 	} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("prctl(PR_SET_NO_NEW_PRIVS): %v", err)
+	}
+	if dropCaps {
+		// Capabilities in the session's user namespace built the view;
+		// the agent gets none.
+		if err := dropPrivileges(); err != nil {
+			return fail("init stage: %v", err)
+		}
+		if err := checkPrivileges(); err != nil {
+			return fail("init stage: %v", err)
+		}
+	}
+	if cfg.Confined {
+		if err := canary(string(cfg.Canary)); err != nil {
+			return fail("%v", err)
+		}
 	}
 	if err := writeFrame(sock, report{Type: msgReady, Rules: rules}); err != nil {
 		return 125
@@ -116,7 +145,13 @@ func InitMain() int {
 	if err := readFrame(sock, &goMsg); err != nil || goMsg.Type != msgGo {
 		return 125 // the supervisor gave up; it reports why
 	}
-	err := unix.Exec(string(cfg.Path), toStrings(cfg.Argv), toStrings(cfg.Env))
+	return 0
+}
+
+// execFailed reports a failed execve (or fork and exec) of the agent and
+// returns the init stage's exit status: 127 when the program does not
+// exist, else 126.
+func execFailed(sock fdStream, err error) int {
 	var errno unix.Errno
 	errors.As(err, &errno)
 	_ = writeFrame(sock, report{Type: msgExecError, Errno: int(errno), Msg: err.Error()})
@@ -136,10 +171,7 @@ func InitMain() int {
 // besides). PID 1 reaps, passes signals on and exits with the agent's
 // status, which ends every process of the session.
 func initPID1(sock fdStream, cfg *initConfig) int {
-	fail := func(view bool, format string, args ...any) int {
-		_ = writeFrame(sock, report{Type: msgError, Msg: fmt.Sprintf(format, args...), View: view})
-		return 125
-	}
+	fail := sock.fail
 	// PID 1 never execs: what it holds beyond stdio and the socket it
 	// closes now, not at an execve.
 	if err := unix.CloseRange(syncFD+1, ^uint(0), 0); err != nil {
@@ -163,54 +195,14 @@ func initPID1(sock fdStream, cfg *initConfig) int {
 	go func() {
 		// A thread of its own, never unlocked: it ends confined.
 		runtime.LockOSThread()
-		rules := 0
-		if cfg.Confined {
-			pl := cfg.plan()
-			if err := landlock.Apply(pl, devs...); err != nil {
-				res <- started{code: fail(false, "%v", err)}
-				return
-			}
-			rules = len(pl.Rules)
-		} else if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			res <- started{code: fail(false, "prctl(PR_SET_NO_NEW_PRIVS): %v", err)}
-			return
-		}
-		// Capabilities in the session's user namespace built the view;
-		// the agent gets none.
-		if err := dropPrivileges(); err != nil {
-			res <- started{code: fail(false, "init stage: %v", err)}
-			return
-		}
-		if err := checkPrivileges(); err != nil {
-			res <- started{code: fail(false, "init stage: %v", err)}
-			return
-		}
-		if cfg.Confined {
-			if err := canary(string(cfg.Canary)); err != nil {
-				res <- started{code: fail(false, "%v", err)}
-				return
-			}
-		}
-		if err := writeFrame(sock, report{Type: msgReady, Rules: rules}); err != nil {
-			res <- started{code: 125}
-			return
-		}
-		var goMsg report
-		if err := readFrame(sock, &goMsg); err != nil || goMsg.Type != msgGo {
-			res <- started{code: 125} // the supervisor gave up; it reports why
+		if code := confineThread(sock, cfg, devs, true); code != 0 {
+			res <- started{code: code}
 			return
 		}
 		// From this thread, whose credentials the child copies.
 		pid, err := syscall.ForkExec(string(cfg.Path), toStrings(cfg.Argv), &syscall.ProcAttr{Env: toStrings(cfg.Env), Files: []uintptr{0, 1, 2}})
 		if err != nil {
-			var errno unix.Errno
-			errors.As(err, &errno)
-			_ = writeFrame(sock, report{Type: msgExecError, Errno: int(errno), Msg: err.Error()})
-			code := 126
-			if errors.Is(err, unix.ENOENT) {
-				code = 127
-			}
-			res <- started{code: code}
+			res <- started{code: execFailed(sock, err)}
 			return
 		}
 		_ = writeFrame(sock, report{Type: msgStarted, Pid: pid})
