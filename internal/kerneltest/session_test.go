@@ -383,6 +383,17 @@ func TestSessionReview(t *testing.T) {
 	if r := s.agent("write", s.ws+"/sub/notes.txt", "again"); strings.Contains(r.stderr, "session review") {
 		t.Errorf("a session without changes reported: %s", r.stderr)
 	}
+	// The report lives in the launcher's state directory: a session cannot
+	// rewrite it to hide its files or to aim --remove elsewhere.
+	report := s.path("home/.local/state/agent-launcher/review/last.json")
+	if _, err := os.Stat(report); err != nil {
+		t.Fatalf("no review report where the test expects it: %v", err)
+	}
+	wantErr(t, "the agent rewrites the review report", s.agent("write", report, `{"planted":1}`), "EACCES")
+	wantErr(t, "the agent renames a file over the review report", s.agent("rename", s.ws+"/sub/notes.txt", report), "EACCES", "EXDEV")
+	if b, err := os.ReadFile(report); err != nil || strings.Contains(string(b), "planted") || !strings.Contains(string(b), `"schema": 1`) {
+		t.Errorf("the review report is not the launcher's: %v %q", err, b)
+	}
 }
 
 // TestViewOwners: inside the session's user namespace only the operator's
@@ -426,5 +437,34 @@ func TestViewOwners(t *testing.T) {
 	}
 	if lines[len(lines)-1] != "hello" {
 		t.Errorf("python in the workspace: %s", r)
+	}
+}
+
+// TestPID1ThreadsUnreachable: the init stage stays PID 1 with one thread
+// confined in the agent's own Landlock domain (the agent is forked from
+// it) and the others outside it, holding capabilities in the session's
+// user namespace. The agent can neither signal nor trace PID 1 through
+// any of its thread ids, the confined one included. Control: it signals
+// and traces a child of its own.
+func TestPID1ThreadsUnreachable(t *testing.T) {
+	s := newSandbox(t, standard)
+	a := shq(agent)
+	r := s.sh(`n=0; for t in $(ls /proc/1/task); do n=$((n+1)); ` +
+		`echo "$t $(` + a + ` kill $t 0 | cut -d' ' -f1-2) $(` + a + ` kill $t USR2 | cut -d' ' -f1-2) $(` + a + ` ptrace $t | cut -d' ' -f1-2)"; done; echo "threads $n"; ` +
+		sleeper + a + ` ptrace $! | cut -d' ' -f1; ` + sleeper + a + ` kill $! 0 | cut -d' ' -f1`)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) < 4 {
+		t.Fatalf("inside: %s", r)
+	}
+	if n := lines[len(lines)-3]; n == "threads 0" || n == "threads 1" {
+		t.Fatalf("PID 1 shows %q; the view should leave a Go runtime with several threads: %s", n, r)
+	}
+	for _, l := range lines[:len(lines)-3] {
+		if f := strings.Fields(l); len(f) != 7 || f[1] != "err" || f[2] != "EPERM" || f[3] != "err" || f[4] != "EPERM" || f[5] != "err" || f[6] != "EPERM" {
+			t.Errorf("thread of PID 1 reachable (tid, kill 0, kill USR2, ptrace): %q", l)
+		}
+	}
+	if lines[len(lines)-2] != "ok" || lines[len(lines)-1] != "ok" {
+		t.Errorf("control: the agent cannot trace or signal its own child: %q", lines[len(lines)-2:])
 	}
 }
