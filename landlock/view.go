@@ -30,6 +30,8 @@ type View struct {
 	// directory, paths the policy grants, sockets connect_paths names):
 	// the same inodes, so the plan's rules for them hold.
 	Keep []string `json:"keep"`
+	// Binds are directories shown at another place (bind.go).
+	Binds []Bind `json:"binds,omitempty"`
 }
 
 // covered returns the Private or Hidden directory that covers path (path
@@ -76,7 +78,7 @@ func (v *View) Check() error {
 			return fmt.Errorf("landlock: view: kept path %s is not inside a private or hidden directory", k)
 		}
 	}
-	return nil
+	return v.checkBinds()
 }
 
 // FS returns base as the agent will see it in the view: a covered
@@ -96,6 +98,15 @@ var viewDir = Info{Type: TypeDir, Nlink: 2, View: true}
 
 func (f viewFS) Lstat(path string) (Info, error) {
 	if slices.Contains(f.v.Masked, path) {
+		return Info{}, fs.ErrNotExist
+	}
+	if src, ok := f.v.bound(path); ok {
+		return f.base.Lstat(src)
+	}
+	if s := f.v.sealed(path); s != "" {
+		if s == path {
+			return viewDir, nil
+		}
 		return Info{}, fs.ErrNotExist
 	}
 	if slices.Contains(f.v.Fresh, path) {
@@ -118,7 +129,7 @@ func (f viewFS) Lstat(path string) (Info, error) {
 // onTheWay reports whether path, inside a covered directory, is that
 // directory or an ancestor of a kept path.
 func (f viewFS) onTheWay(path string) bool {
-	if slices.Contains(f.v.Private, path) || slices.Contains(f.v.Hidden, path) {
+	if slices.Contains(f.v.Private, path) || slices.Contains(f.v.Hidden, path) || f.v.onTheWayToBind(path) {
 		return true
 	}
 	for _, k := range f.v.Keep {
@@ -130,6 +141,15 @@ func (f viewFS) onTheWay(path string) bool {
 }
 
 func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
+	if src, ok := f.v.bound(path); ok {
+		return f.base.ReadDir(src)
+	}
+	if s := f.v.sealed(path); s != "" {
+		if s == path {
+			return nil, nil
+		}
+		return nil, fs.ErrNotExist
+	}
 	if slices.Contains(f.v.Fresh, path) {
 		return nil, nil
 	}
@@ -146,10 +166,10 @@ func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
 	if !f.onTheWay(path) {
 		return nil, fs.ErrNotExist
 	}
-	// The next component of each kept path below path.
+	// The next component of each kept path and bind target below path.
 	seen := map[string]bool{}
 	var out []DirEntry
-	for _, k := range f.v.Keep {
+	for _, k := range slices.Concat(f.v.Keep, f.v.targets()) {
 		rest, ok := strings.CutPrefix(k, strings.TrimSuffix(path, "/")+"/")
 		if !ok {
 			continue
@@ -161,7 +181,7 @@ func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
 		seen[name] = true
 		t := TypeDir
 		if child := join(path, name); child == k {
-			info, err := f.base.Lstat(k)
+			info, err := f.Lstat(k)
 			if err != nil {
 				continue // a kept path that vanished is not bound
 			}
@@ -174,8 +194,14 @@ func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
 }
 
 func (f viewFS) Pseudo(path string) bool {
+	if src, ok := f.v.bound(path); ok {
+		return f.base.Pseudo(src)
+	}
 	if slices.Contains(f.v.Fresh, path) {
 		return true
+	}
+	if f.v.sealed(path) != "" {
+		return false
 	}
 	if f.v.covered(path) != "" && f.v.kept(path) == "" {
 		return false
@@ -183,4 +209,10 @@ func (f viewFS) Pseudo(path string) bool {
 	return f.base.Pseudo(path)
 }
 
-func (f viewFS) Resolve(path string) (string, error) { return f.base.Resolve(path) }
+func (f viewFS) Resolve(path string) (string, error) {
+	if src, ok := f.v.bound(path); ok {
+		r, err := f.base.Resolve(src)
+		return f.v.unbound(r), err
+	}
+	return f.base.Resolve(path)
+}
