@@ -107,6 +107,9 @@ func buildView(v *landlock.View, cwd string) (devs []uint64, err error) {
 			return nil, &ViewError{fmt.Sprintf("binding %s back into the view: %v", h.path, err)}
 		}
 	}
+	if devs, err = bindCaches(v, devs); err != nil {
+		return nil, err
+	}
 	for _, f := range v.Masked {
 		if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
 			return nil, &ViewError{fmt.Sprintf("masking %s: %v", f, err)}
