@@ -350,7 +350,7 @@ func viewText(v *landlock.View) string {
 	for _, l := range []struct {
 		name  string
 		paths []string
-	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}} {
+	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}, {"cache", bindText(v.Binds)}} {
 		if len(l.paths) > 0 {
 			fmt.Fprintf(&b, "  %-14s %s\n", l.name+":", strings.Join(l.paths, " "))
 		}
@@ -377,6 +377,7 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 	if cwd, err := os.Getwd(); err == nil {
 		if cwd, err = canonical(cwd); err == nil {
 			e.view = e.privateView(p.pol, cwd)
+			e.addAgentCache(p.m, agent, false)
 		}
 	}
 	pl, _, notes, err := e.planFloor(p, abi, e.launcher.StateDir)

@@ -98,12 +98,15 @@ func (c *command) run(args []string) int {
 	// host's tree and the session runs without one, saying so.
 	noView := ""
 	for attempt := 0; ; attempt++ {
+		var cache *agentCache
 		if k.ABI >= 1 {
 			if noView == "" {
 				e.view = e.privateView(p.pol, cwd)
 			} else {
 				e.view = nil
 			}
+			cache = e.addAgentCache(p.m, pf.agent, true) // in the view: planned with it
+			session.Env = cache.env(&p.pol.Env, agentEnv)
 			var ok bool
 			if session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView); !ok {
 				return ExitFailure
@@ -124,7 +127,7 @@ func (c *command) run(args []string) int {
 		session.Ready = func() {
 			<-snapped
 			if plan != nil {
-				c.startLine(argv, pf.agent, e, plan, view)
+				c.startLine(argv, pf.agent, e, plan, view, cache)
 			}
 		}
 		if attempt == 0 && len(dropped) > 0 {
@@ -304,7 +307,7 @@ func warnPrivileges(c *command, confined bool) {
 }
 
 // startLine tells the operator, in one line, what is in force.
-func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string) {
+func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string, cache *agentCache) {
 	who := "the global policy"
 	if agent != "" {
 		who = "agent " + agent
@@ -331,6 +334,7 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 	case noView != "":
 		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets, and its processes may outlive the session", noView)
 	}
+	msg += cache.describe()
 	c.errorf("%s", msg)
 }
 
