@@ -1,0 +1,243 @@
+package kerneltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The agent's private cache (DESIGN.md section 7, "Usable by default"):
+// caches/<agent> in the launcher's state directory, shown in the session's
+// view at cacheView.
+
+const cacheView = "/var/tmp/agent-launcher-cache"
+
+// cachePolicy grants what the embedded default policy grants, and defines
+// two agents.
+const cachePolicy = "write_paths = [\"<workspace>/**\", \"/tmp/**\", \"/var/tmp/**\"]\n\n[agents.alpha]\n[agents.beta]\n"
+
+// stateDir is the launcher's state directory for the sandbox's home.
+func (s *sandbox) stateDir() string {
+	return filepath.Join(s.home, ".local", "state", "agent-launcher")
+}
+
+// launchAs runs argv confined as agent name ("" for the global policy).
+func (s *sandbox) launchAs(name string, argv ...string) result {
+	s.t.Helper()
+	args := []string{"run", "--config", s.config, "--workspace", s.ws}
+	if name != "" {
+		args = append(args, "--agent", name)
+	}
+	return s.exec(launcher, append(append(args, "--"), argv...)...)
+}
+
+// TestAgentCacheEnvironment: the usual variables point into the cache, and
+// the start-up line says so; an operator's own value is replaced, unless
+// the policy passes it by name.
+func TestAgentCacheEnvironment(t *testing.T) {
+	s := newSandbox(t, cachePolicy)
+	s.extraEnv = []string{"GOCACHE=" + s.home + "/.cache/go-build"}
+	want := map[string]string{
+		"GOCACHE":          cacheView + "/go-build",
+		"GOMODCACHE":       cacheView + "/go-mod",
+		"npm_config_cache": cacheView + "/npm",
+		"PIP_CACHE_DIR":    cacheView + "/pip",
+		"XDG_CACHE_HOME":   cacheView + "/xdg",
+	}
+	for name, value := range want {
+		r := s.launchAs("alpha", agent, "getenv", name)
+		if r.line() != "ok "+value {
+			t.Errorf("%s inside: %s; want %s", name, r, value)
+		}
+		if !strings.Contains(r.stderr, "private cache "+cacheView+" (kept in "+s.stateDir()+"/caches/alpha)") ||
+			!strings.Contains(r.stderr, "replacing your GOCACHE") {
+			t.Errorf("the start-up line does not name the cache: %s", r.stderr)
+		}
+	}
+	p := newSandbox(t, cachePolicy+"\n[env]\npass = [\"GOCACHE\"]\n")
+	p.extraEnv = s.extraEnv
+	if r := p.launchAs("alpha", agent, "getenv", "GOCACHE"); r.line() != "ok "+s.home+"/.cache/go-build" {
+		t.Errorf("GOCACHE passed by the policy: %s", r)
+	}
+	// Without a policy grant at the cache's place there is no cache, and
+	// no variable points at one.
+	n := newSandbox(t, standard)
+	r := n.agent("getenv", "GOCACHE")
+	wantErr(t, "GOCACHE without a writable /var/tmp", r, "ENOENT")
+	if !strings.Contains(r.stderr, "no private cache (the policy does not let the agent write "+cacheView+")") {
+		t.Errorf("the start-up line does not say why there is no cache: %s", r.stderr)
+	}
+}
+
+// TestAgentCachePersists: what an agent leaves in its cache is there in
+// its next session, and in no other agent's.
+func TestAgentCachePersists(t *testing.T) {
+	s := newSandbox(t, cachePolicy)
+	wantOK(t, "alpha writes its cache", s.launchAs("alpha", agent, "write", cacheView+"/marker", "alpha-was-here"))
+	if r := s.launchAs("alpha", agent, "read", cacheView+"/marker"); !strings.Contains(r.stdout, "alpha-was-here") {
+		t.Errorf("alpha's next session does not find its file: %s", r)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.stateDir(), "caches", "alpha", "marker")); err != nil || string(b) != "alpha-was-here" {
+		t.Errorf("the file in the state directory: %q, %v", b, err)
+	}
+	wantErr(t, "beta reads alpha's file", s.launchAs("beta", agent, "read", cacheView+"/marker"), "ENOENT")
+	wantErr(t, "the global policy reads alpha's file", s.launchAs("", agent, "read", cacheView+"/marker"), "ENOENT")
+	wantOK(t, "beta writes its own", s.launchAs("beta", agent, "write", cacheView+"/marker", "beta"))
+	if r := s.launchAs("alpha", agent, "read", cacheView+"/marker"); !strings.Contains(r.stdout, "alpha-was-here") {
+		t.Errorf("beta's file replaced alpha's: %s", r)
+	}
+}
+
+// TestAgentCacheConfined: the cache opens nothing else of the state
+// directory: not the state directory itself, the canary, the review
+// report, another agent's cache, nor the agent's own cache at its place
+// there; not through a symlink or a hard link made in the cache either.
+// Control: each read works without the launcher.
+func TestAgentCacheConfined(t *testing.T) {
+	s := newSandbox(t, cachePolicy)
+	wantOK(t, "alpha's first session", s.launchAs("alpha", agent, "write", cacheView+"/own", "own"))
+	state := s.stateDir()
+	betaSecret := s.write(strings.TrimPrefix(state, s.dir+"/")+"/caches/beta/secret", sshKey)
+	review := s.write(strings.TrimPrefix(state, s.dir+"/")+"/last-review.json", sshKey)
+	rows := []struct {
+		name string
+		args []string
+	}{
+		{"read the canary", []string{"read", state + "/canary"}},
+		{"list the state directory", []string{"list", state}},
+		{"list the caches", []string{"list", state + "/caches"}},
+		{"read a file of the state directory", []string{"read", review}},
+		{"read another agent's cache", []string{"read", betaSecret}},
+		{"list another agent's cache", []string{"list", state + "/caches/beta"}},
+		{"read its own cache at its place in the state directory", []string{"read", state + "/caches/alpha/own"}},
+	}
+	for _, row := range rows {
+		if r := s.bare(row.args...); r.code != 0 || !strings.HasPrefix(r.line(), "ok") {
+			t.Fatalf("control: %s without the launcher: %s", row.name, r)
+		}
+		wantErr(t, row.name, s.launchAs("alpha", append([]string{agent}, row.args...)...), "EACCES", "ENOENT")
+	}
+	// A policy that grants the cache's view path itself puts a rule on the
+	// bound directory's inode, which its place in the state directory
+	// shares: the view's seal keeps that place out of reach (without it,
+	// this read worked).
+	l := newSandbox(t, "write_paths = [\"<workspace>/**\", \""+cacheView+"/**\"]\n")
+	wantOK(t, "a literal grant's cache", l.agent("write", cacheView+"/own", "own"))
+	own := filepath.Join(l.stateDir(), "caches", "_global", "own")
+	if r := l.bare("read", own); !strings.HasPrefix(r.line(), "ok") {
+		t.Fatalf("control: %s", r)
+	}
+	wantErr(t, "read its own cache at its place, under a literal grant", l.agent("read", own), "EACCES", "ENOENT")
+
+	// Made in the cache, a symlink or a hard link to another agent's file
+	// reaches nothing.
+	wantOK(t, "a symlink in the cache", s.launchAs("alpha", agent, "symlink", betaSecret, cacheView+"/link"))
+	wantErr(t, "read through the symlink", s.launchAs("alpha", agent, "read", cacheView+"/link"), "EACCES", "ENOENT")
+	wantErr(t, "hard link into the cache", s.launchAs("alpha", agent, "link", betaSecret, cacheView+"/hard"), "EACCES", "ENOENT", "EXDEV")
+	if r := s.bare("read", filepath.Join(state, "caches", "alpha", "hard")); r.code == 0 && strings.HasPrefix(r.line(), "ok") {
+		t.Errorf("a hard link to another agent's file was made in the cache: %s", r)
+	}
+}
+
+// TestAgentCacheGoBuild: go build in a session uses the cache: the first
+// session compiles and leaves the build cache behind, the next session of
+// the same agent compiles nothing, another agent's compiles again.
+func TestAgentCacheGoBuild(t *testing.T) {
+	goBin := "/usr/local/go/bin/go"
+	if p, err := exec.LookPath("go"); err == nil {
+		goBin, _ = filepath.EvalSymlinks(p)
+	}
+	if _, err := os.Stat(goBin); err != nil {
+		t.Fatalf("no go command to build with: %v", err)
+	}
+	s := newSandbox(t, cachePolicy)
+	s.write("home/proj/go.mod", "module example.com/m\n\ngo 1.21\n")
+	s.write("home/proj/m.go", "package m\n\nfunc F() int { return 42 }\n")
+	build := func(name string) result {
+		t.Helper()
+		// The test binaries' directory may lie in /tmp, which its read
+		// rule then carves: go's work directory goes to /var/tmp.
+		r := s.launchAs(name, "/bin/sh", "-c", "export TMPDIR=/var/tmp; "+shq(goBin)+" env GOCACHE && "+shq(goBin)+" build -x . 2>&1")
+		if r.code != 0 {
+			t.Fatalf("go build as %s: %s", name, r)
+		}
+		return r
+	}
+	compiled := func(r result) bool { return strings.Contains(r.stdout, "/compile ") }
+	r := build("alpha")
+	if !strings.HasPrefix(r.stdout, cacheView+"/go-build\n") || !compiled(r) {
+		t.Fatalf("alpha's first build: %s", r)
+	}
+	ents, err := os.ReadDir(filepath.Join(s.stateDir(), "caches", "alpha", "go-build"))
+	if err != nil || len(ents) < 2 {
+		t.Fatalf("the build cache after the first session: %d entries, %v", len(ents), err)
+	}
+	if r := build("alpha"); compiled(r) {
+		t.Errorf("alpha's second build compiled again; want a cache hit: %s", r)
+	}
+	if r := build("beta"); !compiled(r) {
+		t.Errorf("beta's build found alpha's cache: %s", r)
+	}
+}
+
+// TestAgentCacheTools: npm and pip, where present, take the cache.
+func TestAgentCacheTools(t *testing.T) {
+	s := newSandbox(t, cachePolicy)
+	ran := 0
+	for _, tool := range []struct{ bin, script, want string }{
+		{"npm", "npm config get cache && npm cache verify >/dev/null && ls " + cacheView + "/npm", cacheView + "/npm\n_cacache"},
+		{"pip3", "pip3 cache dir", cacheView + "/pip"},
+	} {
+		if _, err := exec.LookPath(tool.bin); err != nil {
+			t.Logf("%s is not installed here: not tried", tool.bin)
+			continue
+		}
+		ran++
+		if r := s.launchAs("alpha", "/bin/sh", "-c", tool.script); r.code != 0 || !strings.HasPrefix(strings.TrimSpace(r.stdout), tool.want) {
+			t.Errorf("%s inside: %s; want %q", tool.bin, r, tool.want)
+		}
+	}
+	t.Logf("%d of 2 tools tried", ran)
+}
+
+// TestGitconfigDefaultPolicy: under the embedded default policy the agent
+// reads ~/.gitconfig (git knows who commits) and cannot change it
+// (DESIGN.md section 3, built-in write protection). Control: outside, the
+// same change works.
+func TestGitconfigDefaultPolicy(t *testing.T) {
+	s := newSandbox(t, standard)
+	gc := s.write("home/.gitconfig", "[user]\n\tname = Test Operator\n\temail = op@example.com\n")
+	def := func(script string) result {
+		t.Helper()
+		return s.exec(launcher, "run", "--workspace", s.ws, "--", "/bin/sh", "-c", script)
+	}
+	r := def("git config --global --get user.name")
+	if strings.TrimSpace(r.stdout) != "Test Operator" || r.code != 0 {
+		t.Errorf("git reads ~/.gitconfig inside: %s", r)
+	}
+	if !strings.Contains(r.stderr, "(embedded default policy)") || !strings.Contains(r.stderr, "private cache "+cacheView) {
+		t.Errorf("not the embedded default policy, or no cache: %s", r.stderr)
+	}
+	r = def("git config --global user.name Mallory; echo rc=$?; echo '[core]' >> ~/.gitconfig; echo rc=$?")
+	if strings.Count(r.stdout, "rc=0") != 0 {
+		t.Errorf("the agent changed ~/.gitconfig: %s", r)
+	}
+	if b, _ := os.ReadFile(gc); !strings.Contains(string(b), "Test Operator") || strings.Contains(string(b), "Mallory") || strings.Contains(string(b), "[core]") {
+		t.Errorf("~/.gitconfig changed: %q", b)
+	}
+	// The cache works under the default policy too.
+	if r := def("go=/usr/local/go/bin/go; [ -x $go ] || go=go; $go env GOCACHE"); strings.TrimSpace(r.stdout) != cacheView+"/go-build" {
+		t.Errorf("go env GOCACHE under the default policy: %s", r)
+	}
+	// Control: outside, the same change works.
+	cmd := exec.Command("git", "config", "--global", "user.name", "Control")
+	cmd.Env = s.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("control: git config outside: %v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(gc); !strings.Contains(string(b), "Control") {
+		t.Errorf("control: the change outside did not land: %q", b)
+	}
+}
