@@ -190,8 +190,8 @@ func TestAgentCacheTools(t *testing.T) {
 		{"npm", "npm config get cache && npm cache verify >/dev/null && ls " + cacheView + "/npm", cacheView + "/npm\n_cacache"},
 		{"pip3", "pip3 cache dir", cacheView + "/pip"},
 	} {
-		if _, err := exec.LookPath(tool.bin); err != nil {
-			t.Logf("%s is not installed here: not tried", tool.bin)
+		if s.lookPath(tool.bin) == "" {
+			t.Logf("%s is not in %s: not tried", tool.bin, sandboxPATH)
 			continue
 		}
 		ran++
@@ -240,4 +240,22 @@ func TestGitconfigDefaultPolicy(t *testing.T) {
 	if b, _ := os.ReadFile(gc); !strings.Contains(string(b), "Control") {
 		t.Errorf("control: the change outside did not land: %q", b)
 	}
+}
+
+// TestAgentCacheNoView: without the private view (user namespaces refused,
+// as in TestNoViewFallback) there is no cache: no variable points at one,
+// and the start-up line says so.
+func TestAgentCacheNoView(t *testing.T) {
+	s := newSandbox(t, cachePolicy)
+	unshare := s.lookPath("unshare")
+	if unshare == "" {
+		t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
+	}
+	script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
+	r := s.exec(unshare, "-Ur", "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config, "--agent", "alpha",
+		"--workspace", s.ws, "--", agent, "getenv", "GOCACHE")
+	if !strings.Contains(r.stderr, "NO private view") || !strings.Contains(r.stderr, "no private cache (no private view)") {
+		t.Fatalf("the start-up line does not say there is no view and no cache: %s", r)
+	}
+	wantErr(t, "GOCACHE without the view", r, "ENOENT")
 }
