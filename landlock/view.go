@@ -30,8 +30,9 @@ type View struct {
 	// directory, paths the policy grants, sockets connect_paths names):
 	// the same inodes, so the plan's rules for them hold.
 	Keep []string `json:"keep"`
-	// Binds are directories shown at another place (bind.go).
-	Binds []Bind `json:"binds,omitempty"`
+	// Caches are agents' caches, host directories shown at another
+	// place (cachebind.go).
+	Caches []CacheBind `json:"caches,omitempty"`
 }
 
 // covered returns the Private or Hidden directory that covers path (path
@@ -78,7 +79,7 @@ func (v *View) Check() error {
 			return fmt.Errorf("landlock: view: kept path %s is not inside a private or hidden directory", k)
 		}
 	}
-	return v.checkBinds()
+	return v.checkCaches()
 }
 
 // FS returns base as the agent will see it in the view: a covered
@@ -129,7 +130,7 @@ func (f viewFS) Lstat(path string) (Info, error) {
 // onTheWay reports whether path, inside a covered directory, is that
 // directory or an ancestor of a kept path.
 func (f viewFS) onTheWay(path string) bool {
-	if slices.Contains(f.v.Private, path) || slices.Contains(f.v.Hidden, path) || f.v.onTheWayToBind(path) {
+	if slices.Contains(f.v.Private, path) || slices.Contains(f.v.Hidden, path) || f.v.onTheWayToCache(path) {
 		return true
 	}
 	for _, k := range f.v.Keep {

@@ -19,7 +19,7 @@ import (
 // An agent's private cache (DESIGN.md section 7, "Usable by default"): the
 // tools' caches persist from one session of an agent to the next, in the
 // launcher's state directory at caches/<agent>, and the session's view
-// shows that directory in its private /var/tmp (landlock.Bind). The state
+// shows that directory in its private /var/tmp (landlock.CacheBind). The state
 // directory stays on the built-in denylist: the floor grants the cache only
 // at its view path, through the policy's grant there, and the view seals
 // the caches directory, so the agent reaches neither the other agents'
@@ -109,9 +109,9 @@ func (e *env) addAgentCache(m *tiers.Matcher, agent string, create bool) *agentC
 		return c
 	}
 	c.dir = filepath.Join(seal, name)
-	e.view.Binds = append(e.view.Binds, landlock.Bind{Source: c.dir, Target: c.target, Seal: seal})
+	e.view.Caches = append(e.view.Caches, landlock.CacheBind{Source: c.dir, Target: c.target, Seal: seal})
 	if err := e.view.Check(); err != nil {
-		e.view.Binds = e.view.Binds[:len(e.view.Binds)-1]
+		e.view.Caches = e.view.Caches[:len(e.view.Caches)-1]
 		c.why = strings.TrimPrefix(err.Error(), "landlock: ")
 		c.dir = ""
 	}
@@ -218,7 +218,7 @@ func (c *agentCache) describe() string {
 }
 
 // bindText renders the view's binds for check --landlock.
-func bindText(binds []landlock.Bind) []string {
+func bindText(binds []landlock.CacheBind) []string {
 	var out []string
 	for _, b := range binds {
 		out = append(out, fmt.Sprintf("%s = %s (%s sealed)", b.Target, display(b.Source), display(b.Seal)))

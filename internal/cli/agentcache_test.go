@@ -105,16 +105,16 @@ func TestAddAgentCache(t *testing.T) {
 	caches := filepath.Join(sb.state, "agent-launcher", "caches")
 
 	e.view = e.privateView(p.pol, sb.ws)
-	if c := e.addAgentCache(p.m, "", false); c.why != "none made yet" || len(e.view.Binds) != 0 {
-		t.Errorf("check, before any run: %+v, binds %+v", c, e.view.Binds)
+	if c := e.addAgentCache(p.m, "", false); c.why != "none made yet" || len(e.view.Caches) != 0 {
+		t.Errorf("check, before any run: %+v, binds %+v", c, e.view.Caches)
 	}
 	c := e.addAgentCache(p.m, "", true)
 	want := filepath.Join(caches, globalCacheName)
 	if c.why != "" || c.dir != want || c.target != filepath.Join(varTmp, cacheViewName) {
 		t.Fatalf("the default policy's cache: %+v", c)
 	}
-	if len(e.view.Binds) != 1 || e.view.Binds[0].Source != want || e.view.Binds[0].Seal != caches || e.view.Binds[0].Target != c.target {
-		t.Errorf("binds: %+v", e.view.Binds)
+	if len(e.view.Caches) != 1 || e.view.Caches[0].Source != want || e.view.Caches[0].Seal != caches || e.view.Caches[0].Target != c.target {
+		t.Errorf("binds: %+v", e.view.Caches)
 	}
 	for _, d := range []string{caches, want} {
 		if st, err := os.Lstat(d); err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
@@ -169,8 +169,8 @@ func TestAddAgentCache(t *testing.T) {
 			if !strings.Contains(c.why, tc.wantWhy) {
 				t.Errorf("why %q, want %q", c.why, tc.wantWhy)
 			}
-			if e.view != nil && len(e.view.Binds) != 0 {
-				t.Errorf("a bind without a cache: %+v", e.view.Binds)
+			if e.view != nil && len(e.view.Caches) != 0 {
+				t.Errorf("a bind without a cache: %+v", e.view.Caches)
 			}
 			if env := c.env(&pp.pol.Env, []string{"A=b"}); !slices.Equal(env, []string{"A=b"}) {
 				t.Errorf("variables set without a cache: %q", env)

@@ -350,7 +350,7 @@ func viewText(v *landlock.View) string {
 	for _, l := range []struct {
 		name  string
 		paths []string
-	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}, {"cache", bindText(v.Binds)}} {
+	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}, {"cache", bindText(v.Caches)}} {
 		if len(l.paths) > 0 {
 			fmt.Fprintf(&b, "  %-14s %s\n", l.name+":", strings.Join(l.paths, " "))
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
-// bindCaches makes v.Binds in the view (an agent's private cache, kept in
+// bindCaches makes v.Caches in the view (an agent's private cache, kept in
 // the launcher's state directory, shown in a private temporary directory)
 // and then seals each bind's Seal with an empty, read-only tmpfs, so that
 // the bound directory is reachable in the view only at its target and the
@@ -22,7 +22,7 @@ import (
 // as view directories. The floor, not the seal, is what keeps the agent
 // out of the state directory (DESIGN.md section 6, invariant 1).
 func bindCaches(v *landlock.View, devs []uint64) ([]uint64, error) {
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		fd, err := unix.Open(b.Source, unix.O_PATH|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			// The supervisor made it before planning: gone or replaced
@@ -44,7 +44,7 @@ func bindCaches(v *landlock.View, devs []uint64) ([]uint64, error) {
 		}
 	}
 	sealed := map[string]bool{}
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		if sealed[b.Seal] {
 			continue
 		}

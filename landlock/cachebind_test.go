@@ -23,7 +23,7 @@ func cacheWorld() *memFS {
 
 func cacheBindView() *View {
 	return &View{Private: []string{"/tmp", "/var/tmp"}, Fresh: []string{"/proc"},
-		Binds: []Bind{{Source: coder, Target: cacheView, Seal: caches}}}
+		Caches: []CacheBind{{Source: coder, Target: cacheView, Seal: caches}}}
 }
 
 // TestViewBindFS: the agent's cache appears at its target with the host's
@@ -120,8 +120,8 @@ func TestPlanWithBind(t *testing.T) {
 }
 
 func TestViewCheckBinds(t *testing.T) {
-	ok := Bind{Source: coder, Target: cacheView, Seal: caches}
-	for name, b := range map[string][]Bind{
+	ok := CacheBind{Source: coder, Target: cacheView, Seal: caches}
+	for name, b := range map[string][]CacheBind{
 		"relative source":        {{Source: "caches/coder", Target: cacheView, Seal: "caches"}},
 		"target outside private": {{Source: coder, Target: "/opt/cache", Seal: caches}},
 		"target is private":      {{Source: coder, Target: "/var/tmp", Seal: caches}},
@@ -130,16 +130,16 @@ func TestViewCheckBinds(t *testing.T) {
 		"target in seal":         {{Source: "/var/tmp/x/y", Target: "/var/tmp/x/y/z", Seal: "/var/tmp/x"}},
 		"unclean target":         {{Source: coder, Target: "/var/tmp/../etc", Seal: caches}},
 	} {
-		v := View{Private: []string{"/var/tmp"}, Binds: b}
+		v := View{Private: []string{"/var/tmp"}, Caches: b}
 		if err := v.Check(); err == nil {
 			t.Errorf("%s: %+v: no error", name, b)
 		}
 	}
-	v := View{Private: []string{"/var/tmp"}, Keep: []string{cacheView}, Binds: []Bind{ok}}
+	v := View{Private: []string{"/var/tmp"}, Keep: []string{cacheView}, Caches: []CacheBind{ok}}
 	if err := v.Check(); err == nil {
 		t.Errorf("a bind over a kept path: no error")
 	}
-	v = View{Private: []string{"/var/tmp"}, Binds: []Bind{ok}}
+	v = View{Private: []string{"/var/tmp"}, Caches: []CacheBind{ok}}
 	if err := v.Check(); err != nil {
 		t.Errorf("a good bind: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Bind is a directory of the host that the session's view shows at another
+// CacheBind is a directory of the host that the session's view shows at another
 // place: an agent's private cache, which lives in the launcher's state
 // directory (on the built-in denylist) and appears inside a private
 // temporary directory the policy lets the agent write. A bind mount
@@ -15,7 +15,7 @@ import (
 // inodes, and Landlock's walk up from a file in the cache passes Target's
 // ancestors in the view, whose grants apply; it never passes the state
 // directory.
-type Bind struct {
+type CacheBind struct {
 	// Source is the directory bound, a clean absolute path.
 	Source string `json:"source"`
 	// Target is where the view shows it: strictly inside a Private or
@@ -28,12 +28,12 @@ type Bind struct {
 	Seal string `json:"seal"`
 }
 
-// checkBinds validates v.Binds: clean absolute paths below /, each Target
+// checkCaches validates v.Caches: clean absolute paths below /, each Target
 // strictly inside a Private or Hidden directory and apart from the kept
 // paths and the other targets, each Source at or below its Seal, and no
 // kept path or Target inside a Seal.
-func (v *View) checkBinds() error {
-	for _, b := range v.Binds {
+func (v *View) checkCaches() error {
+	for _, b := range v.Caches {
 		for _, p := range []string{b.Source, b.Target, b.Seal} {
 			if !cleanAbs(p) {
 				return fmt.Errorf("landlock: view: bind %q is not a clean absolute path below /", p)
@@ -50,7 +50,7 @@ func (v *View) checkBinds() error {
 				return fmt.Errorf("landlock: view: bind target %s overlaps the kept path %s", b.Target, k)
 			}
 		}
-		for _, o := range v.Binds {
+		for _, o := range v.Caches {
 			if o != b && (within(o.Target, b.Target) || within(b.Target, o.Target)) {
 				return fmt.Errorf("landlock: view: bind targets %s and %s overlap", b.Target, o.Target)
 			}
@@ -74,7 +74,7 @@ func cleanAbs(p string) bool {
 // bound returns the host path that path, at or below a bind's Target,
 // shows in the view.
 func (v *View) bound(path string) (string, bool) {
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		if rest, ok := strings.CutPrefix(path, b.Target); ok && (rest == "" || rest[0] == '/') {
 			return b.Source + rest, true
 		}
@@ -85,7 +85,7 @@ func (v *View) bound(path string) (string, bool) {
 // unbound maps a host path below a bind's Source back to the view, for
 // the targets of symlinks in a bound directory.
 func (v *View) unbound(path string) string {
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		if rest, ok := strings.CutPrefix(path, b.Source); ok && (rest == "" || rest[0] == '/') {
 			return b.Target + rest
 		}
@@ -95,7 +95,7 @@ func (v *View) unbound(path string) string {
 
 // sealed returns the Seal that path is or lies below, or "".
 func (v *View) sealed(path string) string {
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		if within(path, b.Seal) {
 			return b.Seal
 		}
@@ -103,10 +103,10 @@ func (v *View) sealed(path string) string {
 	return ""
 }
 
-// onTheWayToBind reports whether path is a proper ancestor of a bind's
+// onTheWayToCache reports whether path is a proper ancestor of a bind's
 // Target.
-func (v *View) onTheWayToBind(path string) bool {
-	for _, b := range v.Binds {
+func (v *View) onTheWayToCache(path string) bool {
+	for _, b := range v.Caches {
 		if strings.HasPrefix(b.Target, path+"/") {
 			return true
 		}
@@ -117,7 +117,7 @@ func (v *View) onTheWayToBind(path string) bool {
 // targets returns the bind targets.
 func (v *View) targets() []string {
 	var out []string
-	for _, b := range v.Binds {
+	for _, b := range v.Caches {
 		out = append(out, b.Target)
 	}
 	return out
