@@ -207,10 +207,18 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 // inside a path the floor protects (review finding 6): the agent would
 // start with a handle on what it may not open.
 func insideProtected(pl *landlock.Plan, cwd string) error {
+	protected := make([]string, 0, len(pl.Protected)+len(pl.Binds))
+	for _, pr := range pl.Protected {
+		protected = append(protected, pr.Path)
+	}
+	// A handle opened before the view's mounts bypasses a read-only one.
+	for _, b := range pl.Binds {
+		protected = append(protected, b.Path)
+	}
 	under := func(p string) string {
-		for _, pr := range pl.Protected {
-			if p == pr.Path || strings.HasPrefix(p, pr.Path+"/") {
-				return pr.Path
+		for _, pr := range protected {
+			if p == pr || strings.HasPrefix(p, pr+"/") {
+				return pr
 			}
 		}
 		return ""
@@ -327,6 +335,9 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 		msg += fmt.Sprintf("; private view: own PID namespace and /proc, private %s", strings.Join(e.view.Private, " "))
 		if hidden := slices.Concat(e.view.Hidden, e.view.Masked); len(hidden) > 0 {
 			msg += ", hidden " + strings.Join(hidden, " ")
+		}
+		if n := len(pl.Binds); n > 0 {
+			msg += fmt.Sprintf(", %d protected paths mounted over themselves (git hooks and config, start-up files)", n)
 		}
 	case noView != "":
 		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets, and its processes may outlive the session", noView)
