@@ -174,6 +174,7 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 			added++
 		}
 		if added == 0 {
+			pl.Unbound = unbound // found in every round, kept by sibling rules now
 			return pl, p, notes, nil
 		}
 		if round == maxLinkRounds {
