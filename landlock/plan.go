@@ -376,8 +376,9 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	// A bind below a read-only one adds nothing; a pin's contents keep
 	// their own binds (.git/hooks below a pinned .git).
 	sort.Slice(pl.Binds, func(i, j int) bool { return pl.Binds[i].Path < pl.Binds[j].Path })
+	all := slices.Clone(pl.Binds)
 	pl.Binds = slices.DeleteFunc(pl.Binds, func(b Bind) bool {
-		return slices.ContainsFunc(pl.Binds, func(o Bind) bool { return o.ReadOnly && o.Dir && strings.HasPrefix(b.Path, o.Path+"/") })
+		return slices.ContainsFunc(all, func(o Bind) bool { return o.ReadOnly && o.Dir && strings.HasPrefix(b.Path, o.Path+"/") })
 	})
 	sort.Slice(pl.Unbound, func(i, j int) bool { return pl.Unbound[i].Path < pl.Unbound[j].Path })
 	var linked []Protected
@@ -644,7 +645,7 @@ func (p *planner) integrity(path string, info Info) bool {
 		}
 	case TypeDir:
 		b.Dir = true
-		probe := p.whole.Decide(join(path, "agent-launcher-new-name"), tiers.OpWrite)
+		probe := p.whole.Decide(join(path, newNameProbe), tiers.OpWrite)
 		if probe.Rule == nil || probe.Rule.Kind != rules.KindWriteProtect || probe.Verdict == tiers.Allowed {
 			// Protected as an entry only (.git): pinned, its contents
 			// decided by their own rules.
@@ -671,9 +672,8 @@ func (p *planner) integrity(path string, info Info) bool {
 
 // bindable checks that everything below dir, which would get a read-only
 // bind, may be read under the whole policy, lies on the same filesystem
-// and has no other hard link; it clears b.NoExec's complement (sets
-// NoExec) when something there may not be executed. It returns why not,
-// or "".
+// and has no other hard link, and sets b.NoExec when something there may
+// not be executed. It returns why not, or "".
 func (p *planner) bindable(dir string, dev uint64, b *Bind, budget *int) string {
 	entries, err := p.fs.ReadDir(dir)
 	if err != nil {
@@ -964,3 +964,45 @@ func (pl *Plan) Grants(path string, t FileType) Access {
 	}
 	return a & applicable(t, false)
 }
+
+// FloorPolicy returns the policy the floor is planned on when the private
+// view enforces the built-in write protection with mounts
+// (Options.Integrity): whole's policy without its write protection, plus
+// a literal one for each path in unbound, which a mount cannot protect and
+// the floor must, by sibling rules (for a directory whose contents are
+// protected too, its tree).
+func FloorPolicy(whole *tiers.Matcher, fsys FS, unbound []Unbound) (*rules.Policy, error) {
+	q := *whole.Policy()
+	q.Rules = nil
+	for _, r := range whole.Policy().Rules {
+		if r.Kind != rules.KindWriteProtect {
+			q.Rules = append(q.Rules, r)
+		}
+	}
+	for _, u := range unbound {
+		r := whole.Decide(u.Path, tiers.OpWrite).Rule
+		if r == nil || r.Kind != rules.KindWriteProtect {
+			continue
+		}
+		patterns := []string{rules.EscapeLiteral(u.Path)}
+		if info, err := fsys.Lstat(u.Path); err == nil && info.Type == TypeDir {
+			if d := whole.Decide(join(u.Path, newNameProbe), tiers.OpWrite).Rule; d != nil && d.Kind == rules.KindWriteProtect {
+				patterns = append(patterns, patterns[0]+"/**")
+			}
+		}
+		for _, pattern := range patterns {
+			globs, err := rules.ParsePattern(pattern)
+			if err != nil {
+				return nil, fmt.Errorf("landlock: protecting %s: %w", u.Path, err)
+			}
+			src := r.Source
+			src.Key += ", by sibling rules where " + u.Reason
+			q.Rules = append(q.Rules, &rules.Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: rules.KindWriteProtect, Tier: rules.Read, Note: r.Note, Source: src})
+		}
+	}
+	return &q, nil
+}
+
+// newNameProbe is a name that exists nowhere, to ask what the policy says
+// of new names in a directory.
+const newNameProbe = "agent-launcher-new-name"

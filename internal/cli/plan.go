@@ -192,42 +192,15 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 }
 
 // compileFloor compiles the policy the floor is planned on when the
-// private view enforces the built-in write protection with mounts: p's
-// policy without its write protection, plus a literal one for each path
-// in unbound, which a mount cannot protect and the floor must, by sibling
-// rules.
+// private view enforces the built-in write protection with mounts
+// (landlock.FloorPolicy).
 func (e *env) compileFloor(p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, error) {
-	q := *p.pol
-	q.Rules = nil
-	for _, r := range p.pol.Rules {
-		if r.Kind != rules.KindWriteProtect {
-			q.Rules = append(q.Rules, r)
-		}
+	q, err := landlock.FloorPolicy(p.m, landlock.OS(), unbound)
+	if err != nil {
+		return nil, err
 	}
-	for _, u := range unbound {
-		r := p.m.Decide(u.Path, tiers.OpWrite).Rule
-		if r == nil || r.Kind != rules.KindWriteProtect {
-			continue
-		}
-		patterns := []string{rules.EscapeLiteral(u.Path)}
-		if st, err := os.Lstat(u.Path); err == nil && st.IsDir() {
-			if d := p.m.Decide(u.Path+"/agent-launcher-new-name", tiers.OpWrite).Rule; d != nil && d.Kind == rules.KindWriteProtect {
-				patterns = append(patterns, patterns[0]+"/**")
-			}
-		}
-		for _, pattern := range patterns {
-			globs, err := rules.ParsePattern(pattern)
-			if err != nil {
-				return nil, fmt.Errorf("protecting %s: %w", u.Path, err)
-			}
-			src := r.Source
-			src.Key += ", by sibling rules where " + u.Reason
-			q.Rules = append(q.Rules, &rules.Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: rules.KindWriteProtect, Tier: rules.Read, Note: r.Note, Source: src})
-		}
-	}
-	return tiers.CompileCached(&q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+	return tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 }
-
 // extendable reports whether a protection may be extended to target: it
 // lies strictly inside the home directory or the workspace, and is not the
 // workspace or an ancestor of it.
