@@ -201,6 +201,7 @@ func (e *env) compileFloor(p *compiled, unbound []landlock.Unbound) (*tiers.Matc
 	}
 	return tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 }
+
 // extendable reports whether a protection may be extended to target: it
 // lies strictly inside the home directory or the workspace, and is not the
 // workspace or an ancestor of it.
