@@ -75,7 +75,7 @@ func main() {
 	flag.Parse()
 	bad := flag.NArg() > 0 || o.rounds < 1 || o.execIters < 1 || o.openIters < 1 || o.files < 100
 	for _, s := range strings.Split(o.only, ",") {
-		bad = bad || !slices.Contains([]string{"startup", "open", "workloads"}, s)
+		bad = bad || !slices.Contains([]string{"startup", "open", "workloads", "default"}, s)
 	}
 	if bad {
 		flag.Usage()
@@ -541,7 +541,11 @@ type workload struct {
 	config string       // what was measured, for the notes
 }
 
-func (b *bench) workloads() error {
+// makeLoads prepares the workloads' workspaces once (b.loads).
+func (b *bench) makeLoads() error {
+	if b.loads != nil {
+		return nil
+	}
 	var loads []*workload
 	makers := []func() (*workload, error){func() (*workload, error) { return b.tarWorkload(b.root) }}
 	// The same on tmpfs: creating files right after deleting thousands is
@@ -559,7 +563,6 @@ func (b *bench) workloads() error {
 		})
 	}
 	makers = append(makers, b.gitWorkload, b.goWorkload)
-	b.loads = nil
 	for _, mk := range makers {
 		w, err := mk()
 		if err != nil {
@@ -568,6 +571,14 @@ func (b *bench) workloads() error {
 		loads = append(loads, w)
 	}
 	b.loads = loads
+	return nil
+}
+
+func (b *bench) workloads() error {
+	if err := b.makeLoads(); err != nil {
+		return err
+	}
+	loads := b.loads
 	var results [][][]float64
 	for _, w := range loads {
 		b.logf("workload %s: %d rounds per arm", w.name, b.rounds)
@@ -622,10 +633,8 @@ func (b *bench) workloads() error {
 // in the session's private view), and the target is the same 1.03x of
 // bare. The C wrapper is not run here: it knows no policy.
 func (b *bench) defaultWorkloads() error {
-	if b.loads == nil {
-		if err := b.workloads(); err != nil {
-			return err
-		}
+	if err := b.makeLoads(); err != nil {
+		return err
 	}
 	env := b.env("GIT_CONFIG_NOSYSTEM=1")
 	for _, w := range b.loads {
