@@ -85,25 +85,26 @@ func ownCgroupDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := cgroupDir(string(pc), string(mi))
+	mnt, dir, err := cgroupDir(string(pc), string(mi))
 	if err != nil {
 		return "", err
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return "", &os.PathError{Op: "statfs", Path: dir, Err: err}
+	if err := unix.Statfs(mnt, &st); err != nil {
+		return "", &os.PathError{Op: "statfs", Path: mnt, Err: err}
 	}
 	if st.Type != unix.CGROUP2_SUPER_MAGIC {
-		return "", fmt.Errorf("%s is not a cgroup2 file system (another mount covers it)", dir)
+		return "", fmt.Errorf("%s is not a cgroup2 file system (another mount covers it)", mnt)
 	}
 	return dir, nil
 }
 
 // cgroupDir finds the directory of the cgroup v2 path in procCgroup (the
 // text of /proc/PID/cgroup) under a cgroup2 mount of mountinfo (the text
-// of /proc/PID/mountinfo) whose root holds it; the last such mount wins, as
-// a later mount covers an earlier one at the same place.
-func cgroupDir(procCgroup, mountinfo string) (string, error) {
+// of /proc/PID/mountinfo) whose root holds it, and that mount's mount
+// point; the last such mount wins, as a later mount covers an earlier one
+// at the same place.
+func cgroupDir(procCgroup, mountinfo string) (mnt, dir string, err error) {
 	cg := ""
 	for _, line := range strings.Split(procCgroup, "\n") {
 		if p, ok := strings.CutPrefix(line, "0::"); ok {
@@ -111,16 +112,15 @@ func cgroupDir(procCgroup, mountinfo string) (string, error) {
 		}
 	}
 	if !strings.HasPrefix(cg, "/") {
-		return "", errors.New("no cgroup v2 membership in /proc/self/cgroup")
+		return "", "", errors.New("no cgroup v2 membership in /proc/self/cgroup")
 	}
-	dir := ""
 	for _, line := range strings.Split(mountinfo, "\n") {
 		pre, post, ok := strings.Cut(line, " - ")
 		f, g := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
 			continue
 		}
-		root, mnt := unescapeOctal(f[3]), unescapeOctal(f[4])
+		root, point := unescapeOctal(f[3]), unescapeOctal(f[4])
 		rel, ok := strings.CutPrefix(cg, root)
 		if root == "/" {
 			rel, ok = cg, true
@@ -128,13 +128,13 @@ func cgroupDir(procCgroup, mountinfo string) (string, error) {
 			ok = false
 		}
 		if ok {
-			dir = filepath.Join(mnt, rel)
+			mnt, dir = point, filepath.Join(point, rel)
 		}
 	}
 	if dir == "" {
-		return "", fmt.Errorf("no cgroup2 mount holds this process's cgroup %s", cg)
+		return "", "", fmt.Errorf("no cgroup2 mount holds this process's cgroup %s", cg)
 	}
-	return dir, nil
+	return mnt, dir, nil
 }
 
 // unescapeOctal undoes mountinfo's octal escapes (\040 for a space).

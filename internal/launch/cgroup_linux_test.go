@@ -33,7 +33,7 @@ func TestCgroupDir(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cgroupDir(tt.cgroup, tt.mountinfo)
+			_, got, err := cgroupDir(tt.cgroup, tt.mountinfo)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("cgroupDir = %q, %v; want an error with %q", got, err, tt.wantErr)
