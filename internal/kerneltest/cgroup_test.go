@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -337,5 +338,40 @@ func TestNoViewWithoutCgroup(t *testing.T) {
 	}
 	if r := s.bare("wait-file", out, "4000"); !strings.Contains(r.line(), "ETIMEDOUT") {
 		t.Errorf("without the view or a cgroup, the session's daemon outlived the session: %s", r)
+	}
+}
+
+// TestDoctorNoViewEnd: doctor says how a session without the view would
+// end its processes here: in a writable cgroup, the session's own cgroup
+// below it (the probe's cgroup removed again); with the cgroup2 hierarchy
+// covered, the subreaper and why.
+func TestDoctorNoViewEnd(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.cgroup = testCgroup(t)
+	mnt, _ := cgroup2Mount(t)
+	type report struct {
+		End struct {
+			Cgroup   string `json:"cgroup"`
+			NoCgroup string `json:"no_cgroup"`
+		} `json:"no_view_session_end"`
+	}
+	var rep report
+	r := s.exec(launcher, "doctor", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json: %v: %s", err, r)
+	}
+	if want := s.cgroup + "/agent-launcher-PID"; rep.End.Cgroup != want || rep.End.NoCgroup != "" {
+		t.Errorf("doctor --json: %+v, want the cgroup %s", rep.End, want)
+	}
+	if got := sessionCgroups(t, s.cgroup); len(got) != 0 {
+		t.Errorf("doctor's probe left %q", got)
+	}
+	if r := s.exec(launcher, "doctor"); !strings.Contains(r.stdout, "processes end with the session: cgroup.kill on the session's cgroup "+s.cgroup+"/agent-launcher-PID") {
+		t.Errorf("doctor does not name the cgroup: %s", r)
+	}
+	unshare := s.lookPath("unshare")
+	r = s.exec(unshare, "-Urm", "/bin/sh", "-c", "mount -t tmpfs none "+shq(mnt)+` && exec "$@"`, "sh", launcher, "doctor")
+	if !strings.Contains(r.stdout, "the supervisor, as subreaper, kills its descendants (no cgroup: "+mnt+" is not a cgroup2 file system") {
+		t.Errorf("with the hierarchy covered, doctor does not name the subreaper and why: %s", r)
 	}
 }
