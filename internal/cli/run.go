@@ -121,10 +121,10 @@ func (c *command) run(args []string) int {
 			close(snapped)
 		}()
 		plan, view := session.Plan, noView
-		session.Ready = func() {
+		session.Ready = func(end launch.Ending) {
 			<-snapped
 			if plan != nil {
-				c.startLine(argv, pf.agent, e, plan, view)
+				c.startLine(argv, pf.agent, e, plan, view, end)
 			}
 		}
 		if attempt == 0 && len(dropped) > 0 {
@@ -311,8 +311,9 @@ func warnPrivileges(c *command, confined bool) {
 	}
 }
 
-// startLine tells the operator, in one line, what is in force.
-func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string) {
+// startLine tells the operator, in one line, what is in force; end says
+// how the session's processes end without a view.
+func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string, end launch.Ending) {
 	who := "the global policy"
 	if agent != "" {
 		who = "agent " + agent
@@ -340,7 +341,7 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 			msg += fmt.Sprintf(", %d protected paths mounted over themselves (git hooks and config, start-up files)", n)
 		}
 	case noView != "":
-		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets, and its processes may outlive the session", noView)
+		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets; its processes end with the session: %s", noView, end)
 	}
 	c.errorf("%s", msg)
 }

@@ -16,7 +16,11 @@
 //	      OS thread that outlives it; with a
 //	      view, in new user, mount and PID
 //	      namespaces, uid and gid mapped 1:1
-//	      (os/exec writes the maps)
+//	      (os/exec writes the maps); without
+//	      one, as a child subreaper, and in a
+//	      cgroup of its own (clone3 with
+//	      CLONE_INTO_CGROUP) where it can
+//	      make one (cgroup_linux.go)
 //	 2    -> "config" (plan, view, argv, env) lock the OS thread; mark every fd but 0-2
 //	                                          close-on-exec
 //	 3                                        with a view: build it (view_linux.go):
