@@ -134,7 +134,47 @@ func checkPlanProperty(t *testing.T, policy, tree []byte) {
 			}()
 			checkPlanSound(t, m, fsys, pl)
 		})
+		// The same policy with the private view's mounts enforcing the
+		// write protection.
+		bpl := planWithBinds(t, m, abi, fsys)
+		t.Run(fmt.Sprint(abi, "-binds"), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("policy:\n%s\nsnapshot: %q\n%s\nbinds: %+v\nunbound: %+v", doc, fsys.all(), bpl.Format(), bpl.Binds, bpl.Unbound)
+				}
+			}()
+			checkPlanSound(t, m, fsys, bpl)
+		})
 	}
+}
+
+// planWithBinds plans as run does with a private view: on FloorPolicy,
+// again with sibling rules for what a mount cannot protect, until nothing
+// new is found.
+func planWithBinds(t *testing.T, whole *tiers.Matcher, abi int, fsys FS) *Plan {
+	t.Helper()
+	var unbound []Unbound
+	for range 4 {
+		q, err := FloorPolicy(whole, fsys, unbound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		floor, err := tiers.Compile(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := NewPlan(floor, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}, Integrity: whole})
+		if err != nil {
+			t.Fatalf("NewPlan with binds: %v", err)
+		}
+		if len(pl.Unbound) == 0 {
+			pl.Unbound = unbound
+			return pl
+		}
+		unbound = append(unbound, pl.Unbound...)
+	}
+	t.Fatalf("unbindable paths keep changing the plan: %+v", unbound)
+	return nil
 }
 
 var planCorpus = []struct{ policy, tree []byte }{

@@ -129,6 +129,39 @@ type Plan struct {
 	// Warnings are things the operator should know about the floor, one
 	// sentence each.
 	Warnings []string `json:"warnings,omitempty"`
+	// Binds are the integrity carve-outs the private view enforces with a
+	// mount over each existing path (Options.Integrity); the floor gives
+	// their parent its full grant.
+	Binds []Bind `json:"binds,omitempty"`
+	// Unbound are integrity carve-outs no mount can enforce (a file with
+	// another hard link, a directory holding something its protection does
+	// not allow reading): the caller plans again with a rule that keeps
+	// them read-only on the floor, by sibling rules.
+	Unbound []Unbound `json:"unbound,omitempty"`
+}
+
+// Bind is an existing path the built-in write protection names inside a
+// tree the policy lets the agent write: the init stage mounts it over
+// itself, read-only (a file, or a directory whose contents are protected
+// too: .git/hooks) or as a plain pin (a directory protected only as an
+// entry: .git, which must not be renamed or replaced while its contents
+// are the agent's to change). A mount point cannot be renamed, removed or
+// replaced from inside the mount namespace (EBUSY); a read-only mount
+// refuses every write below it (EROFS).
+type Bind struct {
+	Path     string `json:"path"`
+	Dir      bool   `json:"dir"`
+	ReadOnly bool   `json:"read_only"`
+	// NoExec: the protection does not allow executing what lies there.
+	NoExec bool   `json:"no_exec,omitempty"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+}
+
+// Unbound is an integrity carve-out a mount cannot enforce, and why.
+type Unbound struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Link is a protected symlink and its target.
@@ -151,6 +184,15 @@ type Options struct {
 	// floor (Plan.Warnings says so when a policy pattern is affected). Nil
 	// means everywhere.
 	ScanRoots []string
+	// Integrity, when set, is the matcher of the whole policy, and the
+	// planner's own matcher leaves the built-in write protection out: the
+	// session's private view enforces it with a mount over each existing
+	// protected path instead of sibling rules (DESIGN.md section 7,
+	// integrity carve-outs), so that their parent keeps its full grant.
+	// The planner finds those paths where the floor grants writing
+	// (Plan.Binds, or Plan.Unbound when a mount cannot enforce one), and
+	// decides symlinks and protected entries on the whole policy.
+	Integrity *tiers.Matcher
 }
 
 // DefaultMaxEntries is the default bound of the anywhere-pattern scan.
@@ -261,6 +303,9 @@ type node struct {
 
 type planner struct {
 	m       *tiers.Matcher
+	whole   *tiers.Matcher // the whole policy (Options.Integrity), or m
+	binding bool           // Options.Integrity is set
+	bound   map[string]bool
 	fs      FS
 	handled Access
 	max     int
@@ -279,13 +324,16 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 		return nil, fmt.Errorf("landlock: ABI %d: no Landlock to plan for", abi)
 	}
 	p := &planner{
-		m: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries, roots: opts.ScanRoots,
-		links: map[string]bool{}, skipped: map[string]bool{},
+		m: m, whole: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries, roots: opts.ScanRoots,
+		links: map[string]bool{}, skipped: map[string]bool{}, bound: map[string]bool{},
 		nodes: map[string]*node{},
 		plan:  &Plan{ABI: abi, Handled: HandledFS(abi), Scoped: Scopes(abi)},
 	}
 	if p.max <= 0 {
 		p.max = DefaultMaxEntries
+	}
+	if opts.Integrity != nil {
+		p.whole, p.binding = opts.Integrity, true
 	}
 	root, err := p.node("/")
 	if err != nil {
@@ -325,6 +373,14 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	for i := range pl.Rules {
 		pl.Rules[i].Rights = strings.Split(pl.Rules[i].Access.String(), "|")
 	}
+	// A bind below a read-only one adds nothing; a pin's contents keep
+	// their own binds (.git/hooks below a pinned .git).
+	sort.Slice(pl.Binds, func(i, j int) bool { return pl.Binds[i].Path < pl.Binds[j].Path })
+	all := slices.Clone(pl.Binds)
+	pl.Binds = slices.DeleteFunc(pl.Binds, func(b Bind) bool {
+		return slices.ContainsFunc(all, func(o Bind) bool { return o.ReadOnly && o.Dir && strings.HasPrefix(b.Path, o.Path+"/") })
+	})
+	sort.Slice(pl.Unbound, func(i, j int) bool { return pl.Unbound[i].Path < pl.Unbound[j].Path })
 	var linked []Protected
 	for _, f := range pl.Protected {
 		if f.Type != TypeDir && f.Nlink > 1 {
@@ -345,6 +401,15 @@ func (p *planner) verdicts(path string) verdicts {
 	var v verdicts
 	for op := range tiers.NumOps {
 		v[op] = p.m.Decide(path, tiers.Op(op)).Verdict
+	}
+	return v
+}
+
+// wholeVerdicts is verdicts on the whole policy (Options.Integrity).
+func (p *planner) wholeVerdicts(path string) verdicts {
+	var v verdicts
+	for op := range tiers.NumOps {
+		v[op] = p.whole.Decide(path, tiers.Op(op)).Verdict
 	}
 	return v
 }
@@ -433,8 +498,23 @@ func (p *planner) dir(n *node, inh Access) error {
 	if ignored && g&^inh != 0 {
 		p.skipped[n.path] = true
 	}
+	// With integrity binds, the write protection the planner's matcher
+	// leaves out still decides where to look: below a directory where it
+	// matches names anywhere every existing entry is visited, and below
+	// one where it matches by literal or flat patterns the planner
+	// descends, so that each protected path that exists is found.
+	findBinds, seekBinds := false, false
+	const writes = WriteFile | MakeRights | RemoveRights
+	if p.binding && !n.pseudo && (st.AnywhereGrant || rightsFor(st.Strongest, TypeOther, true)&writes != 0) {
+		whole := p.whole.Subtree(n.path)
+		// Walked only where the floor lets the agent write (g, or what
+		// n inherits): elsewhere no bind is needed, and the planner
+		// descends to the writable trees below.
+		findBinds = whole.Anywhere && p.scanned(n.path) && (inh|g)&writes != 0
+		seekBinds = whole.Weakest != st.Weakest
+	}
 	walked := false
-	if st.Anywhere && g&^inh != 0 {
+	if st.Anywhere && g&^inh != 0 || findBinds {
 		if err := p.walk(n); err != nil {
 			return err
 		}
@@ -446,7 +526,7 @@ func (p *planner) dir(n *node, inh Access) error {
 	}
 	have := inh | g
 	want := rightsFor(st.Strongest, TypeOther, true) & p.handled
-	descend := !st.Exact || want&^have != 0
+	descend := !st.Exact || want&^have != 0 || seekBinds
 	if walked {
 		descend = descend || n.max&p.handled&^have != 0
 	} else if st.AnywhereGrant {
@@ -476,14 +556,17 @@ func (p *planner) dir(n *node, inh Access) error {
 			if c == nil {
 				continue
 			}
+			p.integrity(path, c.info)
 			p.protect(path, c.info, v, tree)
 			if err := p.dir(c, have); err != nil {
 				return err
 			}
 		case TypeSymlink:
 			// No rule: opening through it is decided on its target.
-			p.link(path, v)
+			p.link(path)
+			p.integrity(path, Info{Type: TypeSymlink})
 		default:
+			p.integrity(path, Info{Type: e.Type})
 			want := rightsFor(v, e.Type, false) & FileRights & p.handled
 			restricted := rightsFor(v, e.Type, false)&WriteFile == 0
 			if want&^have == 0 && !restricted {
@@ -510,6 +593,123 @@ func (p *planner) dir(n *node, inh Access) error {
 		}
 	}
 	return nil
+}
+
+// maxBindScan bounds the entries listed below a directory that would get
+// a read-only bind, to check that its protection reaches all of them.
+const maxBindScan = 20_000
+
+// integrity records path, an existing entry of type info.Type, as an
+// integrity carve-out when the planner works with binds
+// (Options.Integrity), the whole policy write-protects it and the floor
+// would let the agent write it: Plan.Binds when a mount over it can
+// enforce the protection, else Plan.Unbound. It reports whether path is
+// such a carve-out.
+func (p *planner) integrity(path string, info Info) bool {
+	if !p.binding {
+		return false
+	}
+	if done, ok := p.bound[path]; ok {
+		return done
+	}
+	d := p.whole.Decide(path, tiers.OpWrite)
+	if d.Rule == nil || d.Rule.Kind != rules.KindWriteProtect || d.Verdict == tiers.Allowed ||
+		p.m.Decide(path, tiers.OpWrite).Verdict != tiers.Allowed {
+		p.bound[path] = false
+		return false
+	}
+	p.bound[path] = true
+	if info.Dev == 0 && info.Ino == 0 {
+		var err error
+		if info, err = p.fs.Lstat(path); err != nil {
+			p.bound[path] = false
+			return false // gone since the listing
+		}
+	}
+	unbound := func(format string, a ...any) bool {
+		p.plan.Unbound = append(p.plan.Unbound, Unbound{Path: path, Reason: fmt.Sprintf(format, a...)})
+		return true
+	}
+	if info.View {
+		return unbound("the private view makes it")
+	}
+	w := p.wholeVerdicts(path)
+	if w[tiers.OpRead] != tiers.Allowed {
+		return unbound("its protection does not allow reading it")
+	}
+	b := Bind{Path: path, Dev: info.Dev, Ino: info.Ino, ReadOnly: true, NoExec: w[tiers.OpExec] != tiers.Allowed}
+	switch info.Type {
+	case TypeFile:
+		if info.Nlink > 1 {
+			return unbound("it has %d hard links; a mount covers one name", info.Nlink)
+		}
+	case TypeDir:
+		b.Dir = true
+		probe := p.whole.Decide(join(path, newNameProbe), tiers.OpWrite)
+		if probe.Rule == nil || probe.Rule.Kind != rules.KindWriteProtect || probe.Verdict == tiers.Allowed {
+			// Protected as an entry only (.git): pinned, its contents
+			// decided by their own rules.
+			b.ReadOnly, b.NoExec = false, false
+			break
+		}
+		st := p.whole.Subtree(path)
+		if !st.Exact || st.Weakest[tiers.OpRead] != tiers.Allowed {
+			return unbound("the policy may deny reading names below it")
+		}
+		if st.Weakest[tiers.OpExec] != tiers.Allowed {
+			b.NoExec = true
+		}
+		budget := maxBindScan
+		if why := p.bindable(path, info.Dev, &b, &budget); why != "" {
+			return unbound("%s", why)
+		}
+	default:
+		return unbound("a %s cannot be mounted over", info.Type)
+	}
+	p.plan.Binds = append(p.plan.Binds, b)
+	return true
+}
+
+// bindable checks that everything below dir, which would get a read-only
+// bind, may be read under the whole policy, lies on the same filesystem
+// and has no other hard link, and sets b.NoExec when something there may
+// not be executed. It returns why not, or "".
+func (p *planner) bindable(dir string, dev uint64, b *Bind, budget *int) string {
+	entries, err := p.fs.ReadDir(dir)
+	if err != nil {
+		return fmt.Sprintf("listing %s: %v", dir, err)
+	}
+	for _, e := range entries {
+		if *budget--; *budget < 0 {
+			return fmt.Sprintf("it holds more than %d entries", maxBindScan)
+		}
+		path := join(dir, e.Name)
+		w := p.wholeVerdicts(path)
+		if w[tiers.OpRead] != tiers.Allowed {
+			return fmt.Sprintf("the policy does not allow reading %s", path)
+		}
+		if w[tiers.OpExec] != tiers.Allowed {
+			b.NoExec = true
+		}
+		if e.Type == TypeSymlink {
+			continue // decided on its target
+		}
+		info, err := p.fs.Lstat(path)
+		if err != nil {
+			continue // gone since the listing
+		}
+		switch {
+		case info.Dev != dev:
+			return fmt.Sprintf("%s is another filesystem's mount point", path)
+		case info.Type == TypeDir:
+			if why := p.bindable(path, dev, b, budget); why != "" {
+				return why
+			}
+		case info.Nlink > 1:
+			return fmt.Sprintf("%s has %d hard links", path, info.Nlink)
+		}
+	}
+	return ""
 }
 
 // protect records path as protected (a carve-out) when its parent's tier,
@@ -557,9 +757,10 @@ func (p *planner) walk(n *node) error {
 		t := e.Type
 		n.min &= constraint(v, t, false)
 		n.max |= rightsFor(v, t, false) & applicable(t, false)
+		p.integrity(path, Info{Type: t})
 		switch {
 		case t == TypeSymlink:
-			p.link(path, v)
+			p.link(path)
 			continue
 		case t != TypeDir:
 			if rightsFor(v, t, false)&WriteFile == 0 {
@@ -597,7 +798,7 @@ const maxLiteralScan = 20_000
 // directory, and the files below it with more than one hard link), for the
 // hard-link and bind-mount checks. Only these trees are listed, bounded.
 func (p *planner) literals() error {
-	for _, r := range p.m.Policy().Rules {
+	for _, r := range p.whole.Policy().Rules {
 		switch {
 		case r.Kind == rules.KindWriteProtect:
 		case r.Kind == rules.KindTier && r.Tier <= tiers.PromptWrite:
@@ -614,8 +815,11 @@ func (p *planner) literals() error {
 				continue
 			}
 			v := p.verdicts(path)
+			if p.integrity(path, info) {
+				continue
+			}
 			if info.Type == TypeSymlink {
-				p.link(path, v)
+				p.link(path)
 				continue
 			}
 			if rightsFor(v, info.Type, false)&WriteFile != 0 {
@@ -652,7 +856,7 @@ func (p *planner) scanLinks(dir string, budget *int) bool {
 			// A file a dotfile manager linked into the protected tree
 			// (~/.ssh/config -> a repository in the workspace): the
 			// kernel decides on the target.
-			p.link(path, p.verdicts(path))
+			p.link(path)
 		case TypeDir:
 			if !p.scanLinks(path, budget) {
 				return false
@@ -671,8 +875,10 @@ func (p *planner) scanLinks(dir string, budget *int) bool {
 }
 
 // link records a symlink whose own name the policy protects more than the
-// file it leads to: the kernel follows it, and decides on the target.
-func (p *planner) link(path string, v verdicts) {
+// file it leads to: the kernel follows it, and decides on the target. Both
+// are decided on the whole policy: a write-protected name enforced by a
+// bind protects the target only if the target is protected too.
+func (p *planner) link(path string) {
 	if p.links[path] {
 		return
 	}
@@ -681,7 +887,7 @@ func (p *planner) link(path string, v verdicts) {
 	if err != nil || target == path {
 		return
 	}
-	t := p.verdicts(target)
+	v, t := p.wholeVerdicts(path), p.wholeVerdicts(target)
 	for op := range tiers.NumOps {
 		if t[op] > v[op] {
 			p.plan.Links = append(p.plan.Links, Link{Path: path, Target: target})
@@ -758,3 +964,45 @@ func (pl *Plan) Grants(path string, t FileType) Access {
 	}
 	return a & applicable(t, false)
 }
+
+// FloorPolicy returns the policy the floor is planned on when the private
+// view enforces the built-in write protection with mounts
+// (Options.Integrity): whole's policy without its write protection, plus
+// a literal one for each path in unbound, which a mount cannot protect and
+// the floor must, by sibling rules (for a directory whose contents are
+// protected too, its tree).
+func FloorPolicy(whole *tiers.Matcher, fsys FS, unbound []Unbound) (*rules.Policy, error) {
+	q := *whole.Policy()
+	q.Rules = nil
+	for _, r := range whole.Policy().Rules {
+		if r.Kind != rules.KindWriteProtect {
+			q.Rules = append(q.Rules, r)
+		}
+	}
+	for _, u := range unbound {
+		r := whole.Decide(u.Path, tiers.OpWrite).Rule
+		if r == nil || r.Kind != rules.KindWriteProtect {
+			continue
+		}
+		patterns := []string{rules.EscapeLiteral(u.Path)}
+		if info, err := fsys.Lstat(u.Path); err == nil && info.Type == TypeDir {
+			if d := whole.Decide(join(u.Path, newNameProbe), tiers.OpWrite).Rule; d != nil && d.Kind == rules.KindWriteProtect {
+				patterns = append(patterns, patterns[0]+"/**")
+			}
+		}
+		for _, pattern := range patterns {
+			globs, err := rules.ParsePattern(pattern)
+			if err != nil {
+				return nil, fmt.Errorf("landlock: protecting %s: %w", u.Path, err)
+			}
+			src := r.Source
+			src.Key += ", by sibling rules where " + u.Reason
+			q.Rules = append(q.Rules, &rules.Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: rules.KindWriteProtect, Tier: rules.Read, Note: r.Note, Source: src})
+		}
+	}
+	return &q, nil
+}
+
+// newNameProbe is a name that exists nowhere, to ask what the policy says
+// of new names in a directory.
+const newNameProbe = "agent-launcher-new-name"

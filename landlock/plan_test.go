@@ -121,7 +121,8 @@ func checkPlanSound(t *testing.T, m *tiers.Matcher, fsys *memFS, pl *Plan) {
 	for _, p := range fsys.all() {
 		info, _ := fsys.Lstat(p)
 		v := planVerdicts(m, p)
-		if got, allowed := pl.Grants(p, info.Type), rightsFor(v, info.Type, false); got&^allowed != 0 {
+		relief, bound := pl.mountRelief(p)
+		if got, allowed := pl.Grants(p, info.Type), rightsFor(v, info.Type, false)|relief; got&^allowed != 0 {
 			t.Fatalf("%s (%s) gets %s, the policy allows only %s", p, info.Type, got, allowed)
 		}
 		if p == "/" {
@@ -129,27 +130,67 @@ func checkPlanSound(t *testing.T, m *tiers.Matcher, fsys *memFS, pl *Plan) {
 		}
 		// Replaced by an entry of the same type. (A directory replacing a
 		// carved file may be listed: ReadDir stays on a parent whose
-		// carve-outs are files, and lists names, never contents.)
+		// carve-outs are files, and lists names, never contents.) A
+		// replaced mount point loses its mount: the session-end review
+		// reports what the agent then changes (DESIGN.md section 7).
 		inherited := pl.inherited(p)
-		if got := inherited & applicable(info.Type, false) &^ rightsFor(v, info.Type, false); got != 0 {
+		if got := inherited & applicable(info.Type, false) &^ rightsFor(v, info.Type, false); got != 0 && !bound {
 			t.Fatalf("a replacement of %s from outside would get %s from its ancestors, beyond the policy", p, got)
 		}
 		if info.Type != TypeDir {
 			continue
 		}
-		for _, name := range []string{"zz-new", ".env", "id_rsa", "x.pem"} {
+		for _, name := range []string{"zz-new", ".env", "id_rsa", "x.pem", "config"} {
 			q := join(p, name)
 			if _, err := fsys.Lstat(q); err == nil || matchesAny(anywhere, q) {
 				continue
 			}
-			if got := pl.Grants(q, TypeOther) &^ rightsFor(planVerdicts(m, q), TypeOther, true); got != 0 {
+			allowed, exempt := rightsFor(planVerdicts(m, q), TypeOther, true), Access(0)
+			if r, _ := pl.mountRelief(q); r != 0 {
+				exempt = r
+			} else if d := m.Decide(q, tiers.OpWrite).Rule; len(pl.Binds) > 0 && d != nil && d.Kind == rules.KindWriteProtect {
+				// With mounts, the write protection holds where a path
+				// exists at launch; one the agent creates is reported by
+				// the session-end review (DESIGN.md section 3).
+				exempt = mutations
+			}
+			if got := pl.Grants(q, TypeOther) &^ allowed &^ exempt; got != 0 {
 				t.Fatalf("a new name %s would get %s beyond the policy", q, got)
 			}
-			if got := pl.inherited(q) &^ constraint(planVerdicts(m, q), TypeOther, true); got != 0 {
+			if got := pl.inherited(q) &^ constraint(planVerdicts(m, q), TypeOther, true) &^ exempt; got != 0 {
 				t.Fatalf("a new name %s would get %s beyond the policy", q, got)
 			}
 		}
 	}
+}
+
+// mutations are the rights a read-only mount refuses whatever Landlock
+// grants.
+const mutations = WriteFile | Truncate | MakeRights | RemoveRights | Refer | IoctlDev
+
+// mountRelief returns the rights the plan's mounts take away from path
+// whatever the floor grants, and whether path is a mount point or lies
+// below a read-only one: below a read-only mount every mutation (and
+// execution where it is noexec); on a pinned directory the entry's own
+// renames and removal, and the content rights its entries' own verdicts
+// decide.
+func (pl *Plan) mountRelief(path string) (Access, bool) {
+	var a Access
+	bound := false
+	for _, b := range pl.Binds {
+		switch {
+		case b.ReadOnly && (path == b.Path || strings.HasPrefix(path, b.Path+"/")):
+			a |= mutations
+			if b.NoExec {
+				a |= Execute
+			}
+			bound = true
+		case !b.ReadOnly && path == b.Path:
+			a |= MakeRights | RemoveRights | Refer
+			bound = true
+		}
+	}
+	return a, bound
 }
 
 // inherited returns the rights path gets from its ancestors' rules, of any

@@ -5,6 +5,8 @@ import (
 	"io/fs"
 	"slices"
 	"testing"
+
+	"github.com/agent-launcher/agent-launcher/tiers"
 )
 
 func names(ents []DirEntry) []string {
@@ -121,5 +123,96 @@ func TestPlanWithView(t *testing.T) {
 		if r.View {
 			t.Errorf("a view rule without a view: %+v", r)
 		}
+	}
+}
+
+// TestPlanBinds: with the private view's mounts enforcing the built-in
+// write protection, a git workspace keeps its full grant (no carve-out):
+// .git is pinned, its config and hooks are read-only mounts. What a mount
+// cannot protect stays on sibling rules.
+func TestPlanBinds(t *testing.T) {
+	whole := compile(t, basePolicy)
+	base := []string{"/usr/bin/sh", "/etc/passwd", "/home/u/.local/state/agent-launcher/",
+		testWS + "/main.go", testWS + "/.git/HEAD", testWS + "/.git/objects/ab/cdef"}
+	cases := []struct {
+		name    string
+		extra   []string
+		binds   []string // path:kind, kind ro, ro-noexec or pin
+		unbound []string
+		carved  bool // the workspace is carved
+	}{
+		{"git", []string{testWS + "/.git/config", testWS + "/.git/hooks/pre-commit.sample"},
+			[]string{testWS + "/.git:pin", testWS + "/.git/config:ro", testWS + "/.git/hooks:ro"}, nil, false},
+		{"no hooks yet", []string{testWS + "/.git/config"},
+			[]string{testWS + "/.git:pin", testWS + "/.git/config:ro"}, nil, false},
+		{"a key among the hooks", []string{testWS + "/.git/config", testWS + "/.git/hooks/deploy.pem"},
+			[]string{testWS + "/.git:pin", testWS + "/.git/config:ro"}, []string{testWS + "/.git/hooks"}, true},
+		// A symlink cannot be mounted over: a rule protects it, which
+		// carves its parents as without the view.
+		{"a symlinked hooks directory", []string{testWS + "/.git/config", testWS + "/.git/hooks@"},
+			[]string{testWS + "/.git:pin", testWS + "/.git/config:ro"}, []string{testWS + "/.git/hooks"}, true},
+		{"nested repository and .envrc", []string{testWS + "/sub/.git/config", testWS + "/.envrc", testWS + "/sub/.npmrc"},
+			[]string{testWS + "/.envrc:ro", testWS + "/.git:pin", testWS + "/sub/.git:pin", testWS + "/sub/.git/config:ro", testWS + "/sub/.npmrc:ro"}, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fsys := newMemFS(append(slices.Clone(base), c.extra...)...)
+			pl := planWithBinds(t, whole, 7, fsys)
+			var got []string
+			for _, b := range pl.Binds {
+				kind := "pin"
+				switch {
+				case b.ReadOnly && b.NoExec:
+					kind = "ro-noexec"
+				case b.ReadOnly:
+					kind = "ro"
+				}
+				got = append(got, b.Path+":"+kind)
+			}
+			if !slices.Equal(got, c.binds) {
+				t.Errorf("binds %q, want %q", got, c.binds)
+			}
+			var unbound []string
+			for _, u := range pl.Unbound {
+				unbound = append(unbound, u.Path)
+			}
+			if !slices.Equal(unbound, c.unbound) {
+				t.Errorf("unbound %q, want %q", unbound, c.unbound)
+			}
+			carved := slices.ContainsFunc(pl.Carved, func(cv Carved) bool { return cv.Path == testWS })
+			if carved != c.carved {
+				t.Errorf("workspace carved: %v, want %v\n%s", carved, c.carved, pl.Format())
+			}
+			checkPlanSound(t, whole, fsys, pl)
+		})
+	}
+}
+
+// TestPlanBindsHardLink: a hook with a second name is refused at start,
+// with the view as without it: a mount covers one name only.
+func TestPlanBindsHardLink(t *testing.T) {
+	whole := compile(t, basePolicy)
+	fsys := newMemFS("/usr/bin/sh", "/home/u/.local/state/agent-launcher/", testWS+"/.git/config", testWS+"/.git/hooks/pre-commit*2")
+	q, err := FloorPolicy(whole, fsys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor, err := tiers.Compile(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}, Integrity: whole}
+	pl, err := NewPlan(floor, 7, fsys, opts)
+	if err != nil || !slices.ContainsFunc(pl.Unbound, func(u Unbound) bool { return u.Path == testWS+"/.git/hooks" }) {
+		t.Fatalf("first round: %v, unbound %+v, binds %+v", err, pl.Unbound, pl.Binds)
+	}
+	if q, err = FloorPolicy(whole, fsys, pl.Unbound); err != nil {
+		t.Fatal(err)
+	}
+	if floor, err = tiers.Compile(q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewPlan(floor, 7, fsys, opts); !errors.Is(err, ErrHardLink) {
+		t.Fatalf("second round: %v, want ErrHardLink", err)
 	}
 }

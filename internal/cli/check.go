@@ -341,7 +341,7 @@ func ruleOrigin(r *rules.Rule) string {
 // checkLandlock prints the Landlock plan run would enforce here, on this
 // kernel's ABI (or the newest the planner knows when there is none).
 // viewText renders the private view the plan is for.
-func viewText(v *landlock.View) string {
+func viewText(v *landlock.View, pl *landlock.Plan) string {
 	if v == nil {
 		return ""
 	}
@@ -353,6 +353,25 @@ func viewText(v *landlock.View) string {
 	}{{"private tmpfs", v.Private}, {"hidden", v.Hidden}, {"masked", v.Masked}, {"fresh", v.Fresh}, {"kept", v.Keep}, {"cache", bindText(v.Caches)}} {
 		if len(l.paths) > 0 {
 			fmt.Fprintf(&b, "  %-14s %s\n", l.name+":", strings.Join(l.paths, " "))
+		}
+	}
+	if len(pl.Binds) > 0 {
+		b.WriteString("  mounted over themselves (the built-in write protection; the parent keeps its grant):\n")
+		for _, m := range pl.Binds {
+			kind := "pinned: cannot be renamed, removed or replaced; its contents follow their own rules"
+			if m.ReadOnly {
+				kind = "read-only"
+				if m.NoExec {
+					kind += ", no exec"
+				}
+			}
+			fmt.Fprintf(&b, "    %s  (%s)\n", m.Path, kind)
+		}
+	}
+	if len(pl.Unbound) > 0 {
+		b.WriteString("  protected by sibling rules, as a mount cannot protect them:\n")
+		for _, u := range pl.Unbound {
+			fmt.Fprintf(&b, "    %s  (%s)\n", u.Path, u.Reason)
 		}
 	}
 	return b.String()
@@ -400,6 +419,6 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 		return ExitOK
 	}
 	fmt.Fprint(c.stdout, pl.Format())
-	fmt.Fprint(c.stdout, viewText(e.view))
+	fmt.Fprint(c.stdout, viewText(e.view, pl))
 	return ExitOK
 }

@@ -8,21 +8,25 @@ import (
 	"time"
 
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
+	"github.com/agent-launcher/agent-launcher/internal/launch"
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
 // doctorReport is what doctor finds; its JSON form is schema 1.
 type doctorReport struct {
-	Schema   int              `json:"schema"`
-	Release  string           `json:"kernel_release"`
-	Landlock landlock.Kernel  `json:"landlock"`
-	Seccomp  *kernel.Seccomp  `json:"seccomp"`
-	UserNS   kernel.UserNS    `json:"user_namespaces"`
-	Root     bool             `json:"root"`
-	CapEff   string           `json:"cap_eff"`
-	Ladder   []landlock.Row   `json:"ladder"`
-	Run      doctorRunVerdict `json:"run"`
-	Problems []string         `json:"problems,omitempty"`
+	Schema   int             `json:"schema"`
+	Release  string          `json:"kernel_release"`
+	Landlock landlock.Kernel `json:"landlock"`
+	Seccomp  *kernel.Seccomp `json:"seccomp"`
+	UserNS   kernel.UserNS   `json:"user_namespaces"`
+	// NoViewEnd is how a session without the private view ends its
+	// processes here (a cgroup made and removed to find out).
+	NoViewEnd launch.Ending    `json:"no_view_session_end"`
+	Root      bool             `json:"root"`
+	CapEff    string           `json:"cap_eff"`
+	Ladder    []landlock.Row   `json:"ladder"`
+	Run       doctorRunVerdict `json:"run"`
+	Problems  []string         `json:"problems,omitempty"`
 }
 
 type doctorRunVerdict struct {
@@ -62,6 +66,7 @@ func (c *command) doctor(args []string) int {
 	if r.UserNS, err = kernel.ProbeUserNS(ctx); err != nil {
 		r.Problems = append(r.Problems, "user namespace probe: "+err.Error())
 	}
+	r.NoViewEnd = launch.ProbeEnding()
 	if pr, err := kernel.CurrentPrivileges(); err != nil {
 		r.Problems = append(r.Problems, err.Error())
 	} else {
@@ -114,6 +119,7 @@ func writeDoctor(c *command, r *doctorReport) {
 	} else {
 		fmt.Fprintf(w, "user namespaces\tno: %s\n", r.UserNS.Reason)
 	}
+	fmt.Fprintf(w, "without a private view\tprocesses end with the session: %s\n", r.NoViewEnd)
 	priv := "ordinary user"
 	if r.Root {
 		priv = "root (agents should not run as root)"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
@@ -108,16 +109,37 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 		opts.Canaries = []string{canary}
 	}
 	done := map[string]bool{}
+	// With the private view, the built-in write protection of existing
+	// paths is enforced by mounts (landlock.Bind): the floor is planned on
+	// the policy without it, except at the paths a mount cannot protect.
+	var floor *tiers.Matcher
+	var unbound []landlock.Unbound
 	for round := 0; ; round++ {
 		fsys := landlock.OS()
+		m := p.m
+		opts.Integrity = nil
 		if e.view != nil {
 			fsys = e.view.FS(fsys) // planned as the agent will see it
+			if floor == nil {
+				if floor, err = e.compileFloor(p, unbound); err != nil {
+					return nil, p, notes, err
+				}
+			}
+			m, opts.Integrity = floor, p.m
 		}
-		pl, err := landlock.NewPlan(p.m, abi, fsys, opts)
+		pl, err := landlock.NewPlan(m, abi, fsys, opts)
 		if err != nil {
 			return nil, p, notes, err
 		}
 		added := 0
+		for _, u := range pl.Unbound {
+			if !slices.ContainsFunc(unbound, func(o landlock.Unbound) bool { return o.Path == u.Path }) {
+				unbound = append(unbound, u)
+				floor = nil
+				added++
+			}
+		}
+		newUnbound := added
 		for _, l := range pl.Links {
 			if done[l.Path] {
 				continue
@@ -152,17 +174,32 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 			added++
 		}
 		if added == 0 {
+			pl.Unbound = unbound // found in every round, kept by sibling rules now
 			return pl, p, notes, nil
 		}
 		if round == maxLinkRounds {
 			return nil, p, notes, errors.New("symlinks to protected names keep changing the plan; " + strings.Join(notes, "; "))
 		}
-		m, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+		if added == newUnbound {
+			continue // only the floor's policy changed
+		}
+		whole, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 		if err != nil {
 			return nil, p, notes, err
 		}
-		p = &compiled{name: p.name, pol: p.pol, m: m}
+		p, floor = &compiled{name: p.name, pol: p.pol, m: whole}, nil
 	}
+}
+
+// compileFloor compiles the policy the floor is planned on when the
+// private view enforces the built-in write protection with mounts
+// (landlock.FloorPolicy).
+func (e *env) compileFloor(p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, error) {
+	q, err := landlock.FloorPolicy(p.m, landlock.OS(), unbound)
+	if err != nil {
+		return nil, err
+	}
+	return tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 }
 
 // extendable reports whether a protection may be extended to target: it

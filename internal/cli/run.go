@@ -124,10 +124,10 @@ func (c *command) run(args []string) int {
 			close(snapped)
 		}()
 		plan, view := session.Plan, noView
-		session.Ready = func() {
+		session.Ready = func(end launch.Ending) {
 			<-snapped
 			if plan != nil {
-				c.startLine(argv, pf.agent, e, plan, view, cache)
+				c.startLine(argv, pf.agent, e, plan, view, end, cache)
 			}
 		}
 		if attempt == 0 && len(dropped) > 0 {
@@ -210,10 +210,18 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 // inside a path the floor protects (review finding 6): the agent would
 // start with a handle on what it may not open.
 func insideProtected(pl *landlock.Plan, cwd string) error {
+	protected := make([]string, 0, len(pl.Protected)+len(pl.Binds))
+	for _, pr := range pl.Protected {
+		protected = append(protected, pr.Path)
+	}
+	// A handle opened before the view's mounts bypasses a read-only one.
+	for _, b := range pl.Binds {
+		protected = append(protected, b.Path)
+	}
 	under := func(p string) string {
-		for _, pr := range pl.Protected {
-			if p == pr.Path || strings.HasPrefix(p, pr.Path+"/") {
-				return pr.Path
+		for _, pr := range protected {
+			if p == pr || strings.HasPrefix(p, pr+"/") {
+				return pr
 			}
 		}
 		return ""
@@ -306,8 +314,10 @@ func warnPrivileges(c *command, confined bool) {
 	}
 }
 
-// startLine tells the operator, in one line, what is in force.
-func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string, cache *agentCache) {
+// startLine tells the operator, in one line, what is in force; end says
+// how the session's processes end without a view.
+// cache is the agent's cache, or why there is none.
+func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Plan, noView string, end launch.Ending, cache *agentCache) {
 	who := "the global policy"
 	if agent != "" {
 		who = "agent " + agent
@@ -331,8 +341,11 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 		if hidden := slices.Concat(e.view.Hidden, e.view.Masked); len(hidden) > 0 {
 			msg += ", hidden " + strings.Join(hidden, " ")
 		}
+		if n := len(pl.Binds); n > 0 {
+			msg += fmt.Sprintf(", %d protected paths mounted over themselves (git hooks and config, start-up files)", n)
+		}
 	case noView != "":
-		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets, and its processes may outlive the session", noView)
+		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets; its processes end with the session: %s", noView, end)
 	}
 	msg += cache.describe()
 	c.errorf("%s", msg)

@@ -182,6 +182,9 @@ type sandbox struct {
 	// what exec runs; stdin, when set, is its standard input.
 	cwd   string
 	stdin *os.File
+	// cgroup, when set, is the cgroup v2 directory what exec runs starts
+	// in (clone3 with CLONE_INTO_CGROUP).
+	cgroup string
 }
 
 // Secrets the tests plant; reading one back is a leak.
@@ -322,6 +325,14 @@ func (s *sandbox) execFiles(files []*os.File, extraEnv []string, bin string, arg
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if s.cgroup != "" {
+		cg, err := os.Open(s.cgroup)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		defer cg.Close()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.Fd())
+	}
 	err := cmd.Run()
 	if ctx.Err() != nil {
 		s.t.Fatalf("%s %q: no result within %s (killed): stdout %q stderr %q", bin, args, runTimeout, out.String(), errb.String())

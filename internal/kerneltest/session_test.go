@@ -438,6 +438,25 @@ func TestViewOwners(t *testing.T) {
 	if lines[len(lines)-1] != "hello" {
 		t.Errorf("python in the workspace: %s", r)
 	}
+	// npm, where it is installed (the host has it; the VMs' minimal
+	// Debian does not): a package's script runs, its files are written
+	// with the operator's owner.
+	npm := s.lookPath("npm")
+	if npm == "" {
+		t.Logf("npm is not installed here: its part of the test did not run")
+		return
+	}
+	s.write("home/proj/package.json", `{"name":"owners","version":"1.0.0","scripts":{"hi":"node -e \"require('fs').writeFileSync('out.txt','npm-ok')\" && echo npm-ran"}}`)
+	npmScript := "npm_config_cache=$PWD/.npm-cache npm_config_update_notifier=false " + npm + " run --silent hi && stat -c '%u' out.txt"
+	if bare := s.bareSh(npmScript); bare.code != 0 || !strings.Contains(bare.stdout, "npm-ran") {
+		t.Fatalf("control: npm outside: %s", bare)
+	}
+	os.Remove(s.ws + "/out.txt")
+	n := s.sh(npmScript)
+	if n.code != 0 || !strings.Contains(n.stdout, "npm-ran\n"+strconv.Itoa(uid)) {
+		t.Errorf("npm run in the workspace, inside: %s", n)
+	}
+	wantFile(t, s.ws+"/out.txt", "npm-ok")
 }
 
 // TestPID1ThreadsUnreachable: the init stage stays PID 1 with one thread

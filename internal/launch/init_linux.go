@@ -178,7 +178,7 @@ func initPID1(sock fdStream, cfg *initConfig) int {
 		return fail(false, "init stage: close_range: %v", err)
 	}
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("agent-launcher\x00")[0])), 0, 0, 0)
-	devs, err := buildView(cfg.View, string(cfg.Cwd))
+	devs, err := buildView(cfg.View, cfg.binds(), string(cfg.Cwd))
 	if err != nil {
 		var ve *ViewError
 		return fail(errors.As(err, &ve), "init stage: private view: %v", err)

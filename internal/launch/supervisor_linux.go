@@ -42,8 +42,9 @@ type Session struct {
 	View *landlock.View
 	Cwd  string
 	// Ready, if set, is called once the floor is in force, before the
-	// agent starts (the start-up line).
-	Ready func()
+	// agent starts (the start-up line), with how the session's processes
+	// will end (the zero Ending with a view).
+	Ready func(Ending)
 }
 
 // SetupError is a failure before the agent ran: the launcher exits 125.
@@ -87,15 +88,40 @@ func Run(ctx context.Context, s Session) (int, error) {
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, Forwarded...)
 	defer signal.Stop(sigs)
+	notice := func(format string, args ...any) {
+		if s.Notice != nil {
+			s.Notice(fmt.Sprintf(format, args...))
+		}
+	}
+	var cg *sessionCgroup
+	var end Ending
 	if s.View == nil {
 		// No PID namespace to end the session: the agent's orphans (a
 		// double-forked daemon) become the supervisor's, which kills
-		// them when the agent exits (killDescendants).
+		// them when the agent exits (killDescendants). That is the
+		// second net where the session also gets a cgroup, which
+		// cgroup.kill ends at once however fast its processes fork; a
+		// process of the agent's uid can leave the cgroup, but not the
+		// supervisor's tree (endNoView).
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return 0, &SetupError{fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
 		}
 		defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		var err error
+		if cg, err = newSessionCgroup(cgroupPrefix + strconv.Itoa(os.Getpid())); err != nil {
+			end.NoCgroup = err.Error()
+		} else {
+			end.Cgroup = cg.path
+		}
 	}
+	ended := false
+	endSession := func() {
+		if s.View == nil && !ended {
+			ended = true
+			endNoView(cg, notice)
+		}
+	}
+	defer endSession()
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -126,6 +152,109 @@ func Run(ctx context.Context, s Session) (int, error) {
 			}
 		}()
 	}
+	newCmd := func() *exec.Cmd { return initCmd(s, child, pty) }
+	cmd := newCmd()
+	if cg != nil {
+		// clone3(CLONE_INTO_CGROUP), Linux 5.7: the init stage is in
+		// the session's cgroup from its first instruction.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd()
+	}
+	exited, err := startLocked(cmd)
+	if err != nil && cg != nil {
+		// Fail closed to the subreaper alone, and say so.
+		notice("the session's cgroup %s: starting in it failed (%v); the supervisor, as subreaper, alone ends the session's processes", cg.path, err)
+		end = Ending{NoCgroup: fmt.Sprintf("starting in %s: %v", cg.path, err)}
+		if rerr := cg.remove(); rerr != nil {
+			notice("the session's cgroup: %v", rerr)
+		}
+		cg = nil
+		cmd = newCmd()
+		exited, err = startLocked(cmd)
+	}
+	if cg != nil {
+		cg.close() // the init stage is in it
+	}
+	child.Close()
+	if err != nil {
+		if s.View != nil && isNamespaceRefusal(err) {
+			return 0, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
+		}
+		return 0, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
+	}
+	pid := cmd.Process.Pid
+	kill := func() { unix.Kill(pid, unix.SIGKILL); <-exited }
+
+	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
+	if s.View != nil {
+		cfg.View, cfg.Cwd = s.View, []byte(s.Cwd)
+	}
+	conn.SetDeadline(time.Now().Add(ReadyTimeout))
+	if err := writeFrame(conn, cfg); err != nil {
+		kill()
+		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
+	}
+	var rep report
+	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+		kill()
+		switch {
+		case err == nil && rep.Type == msgError && rep.View:
+			return 0, &ViewError{rep.Msg}
+		case err == nil && rep.Type == msgError:
+			return 0, &SetupError{rep.Msg}
+		case err == nil:
+			return 0, &SetupError{fmt.Sprintf("init stage: unexpected %q", rep.Type)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return 0, &SetupError{fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout)}
+		}
+		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
+	}
+	if s.Ready != nil {
+		s.Ready(end)
+	}
+	stopWatch := watchCarved(s.Plan, s.Notice)
+	defer stopWatch()
+	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
+		kill()
+		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", err)}
+	}
+	// EOF: execve succeeded and closed the socket (close-on-exec).
+	conn.SetDeadline(time.Time{})
+	if err := readFrame(conn, &rep); err == nil && rep.Type == msgExecError {
+		state := <-exited
+		_ = state
+		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
+	}
+	if pty != nil {
+		if err := pty.start(); err != nil {
+			kill()
+			return 0, &SetupError{err.Error()}
+		}
+		relaying = true
+	}
+
+	for {
+		select {
+		case sig := <-sigs:
+			if pty != nil && sig == unix.SIGWINCH {
+				pty.resize() // the kernel signals the pty's foreground group
+				continue
+			}
+			target := pid
+			if toGroup(sig) {
+				target = -pid // setsid made the agent a process group leader
+			}
+			unix.Kill(target, sig.(unix.Signal))
+		case state := <-exited:
+			endSession()
+			return exitStatus(state), nil
+		}
+	}
+}
+
+// initCmd is the command that starts the init stage of s, with child, the
+// init stage's end of the sync socket, at fd 3, and pty, if not nil, as
+// its stdio and controlling terminal.
+func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"agent-launcher", InitArg},
@@ -165,8 +294,14 @@ func Run(ctx context.Context, s Session) (int, error) {
 		// every capability before the agent starts.
 		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
 	}
-	// Pdeathsig fires when the thread that started the child exits, not
-	// the process (golang/go#27505): start and wait on one locked thread.
+	return cmd
+}
+
+// startLocked starts cmd and waits for it on one locked OS thread:
+// Pdeathsig fires when the thread that started the child exits, not the
+// process (golang/go#27505). The channel receives cmd's state once it has
+// exited and been reaped.
+func startLocked(cmd *exec.Cmd) (<-chan *os.ProcessState, error) {
 	started := make(chan error, 1)
 	exited := make(chan *os.ProcessState, 1)
 	go func() {
@@ -179,82 +314,26 @@ func Run(ctx context.Context, s Session) (int, error) {
 		cmd.Wait()
 		exited <- cmd.ProcessState
 	}()
-	err = <-started
-	child.Close()
-	if err != nil {
-		if s.View != nil && isNamespaceRefusal(err) {
-			return 0, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
-		}
-		return 0, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
-	}
-	pid := cmd.Process.Pid
-	kill := func() { unix.Kill(pid, unix.SIGKILL); <-exited }
+	return exited, <-started
+}
 
-	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
-	if s.View != nil {
-		cfg.View, cfg.Cwd = s.View, []byte(s.Cwd)
-	}
-	conn.SetDeadline(time.Now().Add(ReadyTimeout))
-	if err := writeFrame(conn, cfg); err != nil {
-		kill()
-		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
-	}
-	var rep report
-	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
-		kill()
-		switch {
-		case err == nil && rep.Type == msgError && rep.View:
-			return 0, &ViewError{rep.Msg}
-		case err == nil && rep.Type == msgError:
-			return 0, &SetupError{rep.Msg}
-		case err == nil:
-			return 0, &SetupError{fmt.Sprintf("init stage: unexpected %q", rep.Type)}
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return 0, &SetupError{fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout)}
+// endNoView ends what a session without a private view left running once
+// the agent has exited: cgroup.kill on the session's cgroup, if it has one,
+// then every descendant of the supervisor, the subreaper, which also
+// catches a process of the agent's uid that left the cgroup (clone3 with
+// CLONE_INTO_CGROUP into the cgroup's parent is checked against the file
+// modes alone, which Landlock does not mediate); last, the cgroup is
+// removed. notice reports what failed.
+func endNoView(cg *sessionCgroup, notice func(string, ...any)) {
+	if cg != nil {
+		if err := cg.kill(); err != nil {
+			notice("the session's cgroup: %v; the supervisor, as subreaper, kills what is left", err)
 		}
-		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
 	}
-	if s.Ready != nil {
-		s.Ready()
-	}
-	stopWatch := watchCarved(s.Plan, s.Notice)
-	defer stopWatch()
-	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
-		kill()
-		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", err)}
-	}
-	// EOF: execve succeeded and closed the socket (close-on-exec).
-	conn.SetDeadline(time.Time{})
-	if err := readFrame(conn, &rep); err == nil && rep.Type == msgExecError {
-		state := <-exited
-		_ = state
-		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
-	}
-	if pty != nil {
-		if err := pty.start(); err != nil {
-			kill()
-			return 0, &SetupError{err.Error()}
-		}
-		relaying = true
-	}
-
-	for {
-		select {
-		case sig := <-sigs:
-			if pty != nil && sig == unix.SIGWINCH {
-				pty.resize() // the kernel signals the pty's foreground group
-				continue
-			}
-			target := pid
-			if toGroup(sig) {
-				target = -pid // setsid made the agent a process group leader
-			}
-			unix.Kill(target, sig.(unix.Signal))
-		case state := <-exited:
-			if s.View == nil {
-				killDescendants()
-			}
-			return exitStatus(state), nil
+	killDescendants()
+	if cg != nil {
+		if err := cg.remove(); err != nil {
+			notice("the session's cgroup is left behind: %v", err)
 		}
 	}
 }

@@ -16,14 +16,21 @@
 //	      OS thread that outlives it; with a
 //	      view, in new user, mount and PID
 //	      namespaces, uid and gid mapped 1:1
-//	      (os/exec writes the maps)
+//	      (os/exec writes the maps); without
+//	      one, as a child subreaper, and in a
+//	      cgroup of its own (clone3 with
+//	      CLONE_INTO_CGROUP) where it can
+//	      make one (cgroup_linux.go)
 //	 2    -> "config" (plan, view, argv, env) lock the OS thread; mark every fd but 0-2
 //	                                          close-on-exec
 //	 3                                        with a view: build it (view_linux.go):
 //	                                          MS_REC|MS_PRIVATE on /, private tmpfs,
-//	                                          kept paths bound back, sockets hidden, a
-//	                                          fresh /proc, the cwd entered again; mounts
-//	                                          are impossible after Landlock
+//	                                          kept paths bound back, sockets hidden,
+//	                                          protected paths mounted over themselves
+//	                                          (read-only or pinned) at every place a
+//	                                          mount exposes them, a fresh /proc, the
+//	                                          cwd entered again; mounts are
+//	                                          impossible after Landlock
 //	 4                                        Landlock: no_new_privs, restrict self with
 //	                                          the plan (view rules checked against the
 //	                                          view's filesystems); with a view, drop
@@ -106,6 +113,19 @@ type initConfig struct {
 	// agent's working directory, entered again inside it.
 	View *landlock.View `json:"view,omitempty"`
 	Cwd  []byte         `json:"cwd,omitempty"`
+	// Binds are the mounts over protected paths the view makes
+	// (landlock.Bind), with the plan's view only.
+	Binds []wireBind `json:"binds,omitempty"`
+}
+
+// wireBind is a landlock.Bind with its path as bytes.
+type wireBind struct {
+	Path     []byte `json:"path"`
+	Dir      bool   `json:"dir"`
+	ReadOnly bool   `json:"read_only"`
+	NoExec   bool   `json:"no_exec"`
+	Dev      uint64 `json:"dev"`
+	Ino      uint64 `json:"ino"`
 }
 
 // wireRule is a landlock.Rule with its access as a number.
@@ -127,8 +147,20 @@ func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
 		for _, r := range pl.Rules {
 			cfg.Rules = append(cfg.Rules, wireRule{[]byte(r.Path), r.Dir, uint64(r.Access), r.Dev, r.Ino, r.View})
 		}
+		for _, b := range pl.Binds {
+			cfg.Binds = append(cfg.Binds, wireBind{[]byte(b.Path), b.Dir, b.ReadOnly, b.NoExec, b.Dev, b.Ino})
+		}
 	}
 	return cfg
+}
+
+// binds decodes the mounts over protected paths.
+func (cfg *initConfig) binds() []landlock.Bind {
+	var out []landlock.Bind
+	for _, b := range cfg.Binds {
+		out = append(out, landlock.Bind{Path: string(b.Path), Dir: b.Dir, ReadOnly: b.ReadOnly, NoExec: b.NoExec, Dev: b.Dev, Ino: b.Ino})
+	}
+	return out
 }
 
 // plan decodes the Landlock part of cfg.

@@ -26,7 +26,7 @@ func (e *ViewError) Error() string { return e.Msg }
 // user, mount and PID namespaces (DESIGN.md section 7) and returns the
 // devices of the filesystems it mounted, whose inodes the plan's view
 // rules name. Mounts are impossible after Landlock, so this comes first.
-func buildView(v *landlock.View, cwd string) (devs []uint64, err error) {
+func buildView(v *landlock.View, binds []landlock.Bind, cwd string) (devs []uint64, err error) {
 	if err := v.Check(); err != nil {
 		return nil, err
 	}
@@ -114,6 +114,9 @@ func buildView(v *landlock.View, cwd string) (devs []uint64, err error) {
 		if err := unix.Mount("/dev/null", f, "", unix.MS_BIND, ""); err != nil && !errors.Is(err, unix.ENOENT) {
 			return nil, &ViewError{fmt.Sprintf("masking %s: %v", f, err)}
 		}
+	}
+	if err := mountProtected(binds); err != nil {
+		return nil, err
 	}
 	for _, d := range v.Fresh {
 		if d != "/proc" {

@@ -105,6 +105,11 @@
 //	                        newline; ETIMEDOUT after TIMEOUT_MS
 //	daemon OUTFILE OP [ARG...]
 //	                        start OP as a daemon; detail: "started". See below.
+//	cgroup-spawn DIR OUTFILE OP [ARG...]
+//	                        open the cgroup v2 directory DIR O_PATH|O_DIRECTORY and start
+//	                        daemon's grandchild stage (OUTFILE OP ARG...) directly in it,
+//	                        with clone3(CLONE_INTO_CGROUP), as a child that is not waited
+//	                        for; detail: "pid=N"
 //
 // # daemon
 //
@@ -247,6 +252,7 @@ func commands() map[string]op {
 		"sleep":            {"MS", 1, 1, opSleep},
 		"wait-file":        {"PATH TIMEOUT_MS", 2, 2, opWaitFile},
 		"daemon":           {"OUTFILE OP [ARG...]", 2, variadic, opDaemon},
+		"cgroup-spawn":     {"DIR OUTFILE OP [ARG...]", 3, variadic, opCgroupSpawn},
 	}
 }
 
@@ -364,6 +370,26 @@ func opDaemon(_ *env, args []string) (string, error) {
 		return "", fmt.Errorf("daemon: middle stage printed %q", line)
 	}
 	return "started", nil
+}
+
+// opCgroupSpawn starts daemon's grandchild stage in the cgroup args[0].
+func opCgroupSpawn(_ *env, args []string) (string, error) {
+	if _, err := lookup(args[2:]); err != nil {
+		return "", err
+	}
+	fd, err := unix.Open(args[0], unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: args[0], Err: err}
+	}
+	defer unix.Close(fd)
+	cmd := exec.Command("/proc/self/exe", append([]string{stageGrandchild}, args[1:]...)...)
+	cmd.Stdin = os.Stdin
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	pid := cmd.Process.Pid
+	return fmt.Sprintf("pid=%d", pid), cmd.Process.Release()
 }
 
 // daemonMiddle is the middle stage of daemon, running in its own session. It

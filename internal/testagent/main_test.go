@@ -527,6 +527,8 @@ func TestAgent(t *testing.T) {
 		{name: "connect-unix with @", setup: args("connect-unix", "@x"), wantCode: 2},
 		{name: "daemon unknown operation", setup: args("daemon", "out", "frobnicate"), wantCode: 2},
 		{name: "daemon too few arguments", setup: args("daemon", "out", "read"), wantCode: 2},
+		{name: "cgroup-spawn unknown operation", setup: args("cgroup-spawn", "/", "out", "frobnicate"), wantCode: 2},
+		{name: "cgroup-spawn too few arguments", setup: args("cgroup-spawn", "/", "out"), wantCode: 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

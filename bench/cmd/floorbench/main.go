@@ -25,6 +25,10 @@
 //     sandbox arm and under the launcher in its own workspace, beside
 //     run -- /bin/true in the same workspace (the start-up there, which
 //     grows with the workspace).
+//   - default: the same workloads, each workspace made a git repository,
+//     bare and under the embedded default policy, whose built-in write
+//     protection (.git, its config and hooks) the private view enforces
+//     with mounts.
 //
 // The scratch directory is made under the user cache directory, not /tmp
 // (see newBench), and removed at the end unless -keep. The table and the
@@ -64,14 +68,14 @@ func main() {
 	flag.IntVar(&o.execIters, "exec-iters", 10, "start-ups per start-up sample")
 	flag.IntVar(&o.openIters, "open-iters", 100000, "open()+close() pairs per open sample")
 	flag.IntVar(&o.files, "files", 10000, "files in the tar archive and in the git repository")
-	flag.StringVar(&o.only, "only", "startup,open,workloads", "sections to run, comma-separated")
+	flag.StringVar(&o.only, "only", "startup,open,workloads,default", "sections to run, comma-separated")
 	flag.StringVar(&o.dir, "dir", "", "parent of the scratch directory (default: the user cache directory, ~/.cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is not met")
 	flag.Parse()
 	bad := flag.NArg() > 0 || o.rounds < 1 || o.execIters < 1 || o.openIters < 1 || o.files < 100
 	for _, s := range strings.Split(o.only, ",") {
-		bad = bad || !slices.Contains([]string{"startup", "open", "workloads"}, s)
+		bad = bad || !slices.Contains([]string{"startup", "open", "workloads", "default"}, s)
 	}
 	if bad {
 		flag.Usage()
@@ -118,6 +122,7 @@ type bench struct {
 	file   string // the file the open loops open, inside ws
 	pmin   string // the minimal policy file
 	pwork  string // the minimal policy plus what go needs in HOME
+	loads  []*workload
 	path   string // PATH of every arm
 
 	out    table
@@ -222,7 +227,7 @@ func (b *bench) run() (missed int, err error) {
 	for _, s := range []struct {
 		name string
 		fn   func() error
-	}{{"startup", b.startup}, {"open", b.open}, {"workloads", b.workloads}} {
+	}{{"startup", b.startup}, {"open", b.open}, {"workloads", b.workloads}, {"default", b.defaultWorkloads}} {
 		if slices.Contains(sections, s.name) {
 			if err := s.fn(); err != nil {
 				return b.missed, fmt.Errorf("%s: %w", s.name, err)
@@ -536,7 +541,11 @@ type workload struct {
 	config string       // what was measured, for the notes
 }
 
-func (b *bench) workloads() error {
+// makeLoads prepares the workloads' workspaces once (b.loads).
+func (b *bench) makeLoads() error {
+	if b.loads != nil {
+		return nil
+	}
 	var loads []*workload
 	makers := []func() (*workload, error){func() (*workload, error) { return b.tarWorkload(b.root) }}
 	// The same on tmpfs: creating files right after deleting thousands is
@@ -561,6 +570,15 @@ func (b *bench) workloads() error {
 		}
 		loads = append(loads, w)
 	}
+	b.loads = loads
+	return nil
+}
+
+func (b *bench) workloads() error {
+	if err := b.makeLoads(); err != nil {
+		return err
+	}
+	loads := b.loads
 	var results [][][]float64
 	for _, w := range loads {
 		b.logf("workload %s: %d rounds per arm", w.name, b.rounds)
@@ -609,9 +627,83 @@ func (b *bench) workloads() error {
 	return nil
 }
 
+// defaultWorkloads runs the workloads again, each workspace made a git
+// repository, under the embedded default policy: its built-in write
+// protection is then in force (.git, .git/config and .git/hooks are mounts
+// in the session's private view), and the target is the same 1.03x of
+// bare. The C wrapper is not run here: it knows no policy.
+func (b *bench) defaultWorkloads() error {
+	if err := b.makeLoads(); err != nil {
+		return err
+	}
+	env := b.env("GIT_CONFIG_NOSYSTEM=1")
+	for _, w := range b.loads {
+		if _, err := os.Stat(filepath.Join(w.ws, ".git")); err == nil {
+			continue
+		}
+		for _, argv := range [][]string{
+			{"git", "init", "-q"},
+			{"git", "add", "-A"},
+			{"git", "-c", "user.name=floorbench", "-c", "user.email=floorbench@localhost", "commit", "-q", "-m", "files"},
+		} {
+			if _, err := output(env, w.ws, argv...); err != nil {
+				return fmt.Errorf("%s: making the workspace a git repository: %w", w.name, err)
+			}
+		}
+	}
+	var results [][][]float64
+	for _, w := range b.loads {
+		b.logf("default policy, git workspace, workload %s: %d rounds per arm", w.name, b.rounds)
+		wall := func(prep func() error, argv []string) func() (float64, error) {
+			return func() (float64, error) {
+				if prep != nil {
+					if err := prep(); err != nil {
+						return 0, err
+					}
+				}
+				return wallMs(w.env, w.ws, argv...)
+			}
+		}
+		s, err := b.measure([]arm{
+			{"bare", wall(w.prep, w.argv)},
+			{"launcher, default policy", wall(w.prep, b.confined("", w.ws, w.argv...))},
+			{"bare /bin/true", wall(nil, []string{"/bin/true"})},
+			{"launcher /bin/true", wall(nil, b.confined("", w.ws, "/bin/true"))},
+		})
+		if err != nil {
+			return fmt.Errorf("%s, default policy: %w", w.name, err)
+		}
+		results = append(results, s)
+	}
+	b.section("d. workloads in a git workspace under the embedded default policy, ms wall", "ratio")
+	for i, w := range b.loads {
+		s := results[i]
+		bare, run := median(s[0]), median(s[1])
+		startup := median(s[3]) - median(s[2])
+		b.row(w.name+", bare", s[0], "%.1f", "", "")
+		b.row("  under agent-launcher run, default policy", s[1], "%.1f", fmt.Sprintf("%.3fx bare", run/bare), b.verdict(run/bare <= 1.03, "<= 1.03x"))
+		b.row("", nil, "", fmt.Sprintf("%.3fx bare less start-up", (run-startup)/bare), "")
+		b.row("  start-up here: run -- /bin/true", s[3], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", startup), "")
+	}
+	b.out.flush()
+	fmt.Printf("  policy: the embedded default (no --config; HOME=%s holds no policy); every workspace is a git repository with one commit\n", b.home)
+	for _, w := range b.loads {
+		fmt.Printf("  %s: %s\n    %s\n", w.name, w.ws, b.planSummaryWith("", w.ws))
+	}
+	return nil
+}
+
 // planSummary says what Landlock plan the workload policy gives ws.
-func (b *bench) planSummary(ws string) string {
-	out, err := output(b.env(), ws, b.launcher, "check", "--config", b.pwork, "--workspace", ws, "--landlock")
+func (b *bench) planSummary(ws string) string { return b.planSummaryWith(b.pwork, ws) }
+
+// planSummaryWith says what Landlock plan policy ("": the embedded
+// default) gives ws, and what the private view mounts there.
+func (b *bench) planSummaryWith(policy, ws string) string {
+	args := []string{"check"}
+	if policy != "" {
+		args = append(args, "--config", policy)
+	}
+	out, err := output(b.env(), ws, append([]string{b.launcher}, append(args, "--workspace", ws, "--landlock")...)...)
 	if err != nil {
 		return "check --landlock failed: " + err.Error()
 	}
@@ -628,6 +720,9 @@ func (b *bench) planSummary(ws string) string {
 		}
 	}
 	s := fmt.Sprintf("Landlock plan: %s, %s", rules, carved)
+	if n := strings.Count(out, "  (read-only") + strings.Count(out, "  (pinned"); n > 0 {
+		s += fmt.Sprintf(", %d paths mounted over themselves", n)
+	}
 	if len(inWs) == 0 {
 		return s + "; nothing in the workspace is carved"
 	}

@@ -56,6 +56,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -250,6 +251,8 @@ func mountAll() error {
 		{"tmpfs", "/dev/shm", "mode=1777", nosuid | noexec, 0o1777},
 		{"tmpfs", "/tmp", "mode=1777", nosuid, 0o1777},
 		{"tmpfs", "/run", "mode=0755", nosuid, 0o755},
+		// The no-view tests end a session through its own cgroup.
+		{"cgroup2", "/sys/fs/cgroup", "", nosuid | noexec | unix.MS_NODEV, 0o555},
 	} {
 		if err := os.MkdirAll(m.target, m.perm); err != nil {
 			return err
@@ -311,6 +314,22 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// delegatedCgroup makes /sys/fs/cgroup/al-test-UID owned by uid, with the
+// files a delegation hands over (cgroup-v2.rst, "Delegation"), and returns
+// an fd of it to start the user's tests in.
+func delegatedCgroup(uid int) (int, error) {
+	dir := fmt.Sprintf("/sys/fs/cgroup/al-test-%d", uid)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return -1, err
+	}
+	for _, f := range []string{"", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"} {
+		if err := os.Chown(filepath.Join(dir, f), uid, uid); err != nil {
+			return -1, err
+		}
+	}
+	return unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 }
 
 // addUser gives uid 4242 a name (al-test, as scripts/test-user does on
@@ -438,6 +457,16 @@ func (t test) run(console io.Writer, uid int, expect string, hasExpect bool, tim
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if uid != 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+		// A cgroup delegated to the user, as a systemd user session has
+		// (scripts/test-unprivileged makes the same on hosts).
+		fd, err := delegatedCgroup(uid)
+		if err != nil {
+			fmt.Fprintf(console, "vminit: a cgroup for uid %d: %v\n", uid, err)
+			out.exit = codeNoSetup
+			return out
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
 	}
 	// The whole process group goes on timeout: test binaries start
 	// launchers that start agents.
