@@ -26,6 +26,8 @@
 //	 3                                        with a view: build it (view_linux.go):
 //	                                          MS_REC|MS_PRIVATE on /, private tmpfs,
 //	                                          kept paths bound back, sockets hidden,
+//	                                          the agent's cache bound at its target and
+//	                                          the caches directory sealed,
 //	                                          protected paths mounted over themselves
 //	                                          (read-only or pinned) at every place a
 //	                                          mount exposes them, a fresh /proc, the
