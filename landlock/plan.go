@@ -967,16 +967,35 @@ func (pl *Plan) Grants(path string, t FileType) Access {
 
 // FloorPolicy returns the policy the floor is planned on when the private
 // view enforces the built-in write protection with mounts
-// (Options.Integrity): whole's policy without its write protection, plus
-// a literal one for each path in unbound, which a mount cannot protect and
-// the floor must, by sibling rules (for a directory whose contents are
-// protected too, its tree).
+// (Options.Integrity): whole's policy without the write protection of
+// existing paths, plus a literal one for each path in unbound, which a
+// mount cannot protect and the floor must, by sibling rules (for a
+// directory whose contents are protected too, its tree).
 func FloorPolicy(whole *tiers.Matcher, fsys FS, unbound []Unbound) (*rules.Policy, error) {
 	q := *whole.Policy()
 	q.Rules = nil
 	for _, r := range whole.Policy().Rules {
 		if r.Kind != rules.KindWriteProtect {
 			q.Rules = append(q.Rules, r)
+			continue
+		}
+		// A literal path or tree that does not exist yet (~/.zshrc,
+		// ~/.config/systemd/user/**) keeps its rule: no mount can cover
+		// it, and the floor keeps the agent from creating it where its
+		// parent is carved. Names that match anywhere (.envrc) cannot be
+		// covered before they exist; the session-end review reports them.
+		var keep []rules.Glob
+		for _, g := range r.Globs {
+			if path, _, ok := literal(g); ok {
+				if _, err := fsys.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+					keep = append(keep, g)
+				}
+			}
+		}
+		if len(keep) > 0 {
+			k := *r
+			k.Globs = keep
+			q.Rules = append(q.Rules, &k)
 		}
 	}
 	for _, u := range unbound {

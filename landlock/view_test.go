@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/agent-launcher/agent-launcher/tiers"
@@ -215,4 +216,26 @@ func TestPlanBindsHardLink(t *testing.T) {
 	if _, err := NewPlan(floor, 7, fsys, opts); !errors.Is(err, ErrHardLink) {
 		t.Fatalf("second round: %v, want ErrHardLink", err)
 	}
+}
+
+// TestPlanBindsMissingLiteral: with a writable home, an existing ~/.bashrc
+// is a read-only mount, while a ~/.zshrc or systemd user directory that
+// does not exist yet stays a rule of the floor: the home directory is
+// carved, so the agent cannot create them.
+func TestPlanBindsMissingLiteral(t *testing.T) {
+	whole := compile(t, strings.Replace(basePolicy, `write_paths = [`, `write_paths = ["~/**", `, 1))
+	fsys := newMemFS("/usr/bin/sh", "/home/u/.local/state/agent-launcher/", "/home/u/.bashrc", "/home/u/.config/x", testWS+"/main.go")
+	pl := planWithBinds(t, whole, 7, fsys)
+	if !slices.ContainsFunc(pl.Binds, func(b Bind) bool { return b.Path == "/home/u/.bashrc" && b.ReadOnly }) {
+		t.Errorf("~/.bashrc is not a read-only mount: %+v", pl.Binds)
+	}
+	for _, p := range []string{"/home/u/.zshrc", "/home/u/.config/systemd/user/a.service", "/home/u/.config/systemd/user"} {
+		if got := pl.Grants(p, TypeOther) & (MakeRights | WriteFile); got != 0 {
+			t.Errorf("the floor lets the agent create %s (%s)", p, got)
+		}
+	}
+	if got := pl.Grants("/home/u/notes.txt", TypeOther); got&MakeReg != 0 {
+		t.Errorf("control: a new ordinary file in the carved home gets %s, as a carve-out defers it", got)
+	}
+	checkPlanSound(t, whole, fsys, pl)
 }
