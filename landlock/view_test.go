@@ -224,7 +224,7 @@ func TestPlanBindsHardLink(t *testing.T) {
 // carved, so the agent cannot create them.
 func TestPlanBindsMissingLiteral(t *testing.T) {
 	whole := compile(t, strings.Replace(basePolicy, `write_paths = [`, `write_paths = ["~/**", `, 1))
-	fsys := newMemFS("/usr/bin/sh", "/home/u/.local/state/agent-launcher/", "/home/u/.bashrc", "/home/u/.config/x", testWS+"/main.go")
+	fsys := newMemFS("/usr/bin/sh", "/home/u/.local/state/agent-launcher/", "/home/u/.bashrc", "/home/u/.config/x", "/home/u/.config/systemd/", testWS+"/main.go")
 	pl := planWithBinds(t, whole, 7, fsys)
 	if !slices.ContainsFunc(pl.Binds, func(b Bind) bool { return b.Path == "/home/u/.bashrc" && b.ReadOnly }) {
 		t.Errorf("~/.bashrc is not a read-only mount: %+v", pl.Binds)
