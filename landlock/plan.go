@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -380,6 +381,30 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	pl.Binds = slices.DeleteFunc(pl.Binds, func(b Bind) bool {
 		return slices.ContainsFunc(all, func(o Bind) bool { return o.ReadOnly && o.Dir && strings.HasPrefix(b.Path, o.Path+"/") })
 	})
+	// A mount point cannot be renamed, but a directory above it can, and
+	// takes the mount along: the agent would move sub away and put its own
+	// sub/.envrc in its place. Every ancestor the floor lets the agent
+	// remove or move is pinned too, up to the first it does not (the
+	// private view's own directories hold nothing that outlives the
+	// session).
+	pinned := map[string]bool{}
+	for _, b := range pl.Binds {
+		pinned[b.Path] = true
+	}
+	for _, b := range slices.Clone(pl.Binds) {
+		for a := path.Dir(b.Path); a != "/" && pl.inherited(a)&(RemoveDir|RemoveFile|Refer) != 0; a = path.Dir(a) {
+			if pinned[a] {
+				continue
+			}
+			info, err := p.fs.Lstat(a)
+			if err != nil || info.Type != TypeDir || info.View {
+				break
+			}
+			pinned[a] = true
+			pl.Binds = append(pl.Binds, Bind{Path: a, Dir: true, Dev: info.Dev, Ino: info.Ino})
+		}
+	}
+	sort.Slice(pl.Binds, func(i, j int) bool { return pl.Binds[i].Path < pl.Binds[j].Path })
 	sort.Slice(pl.Unbound, func(i, j int) bool { return pl.Unbound[i].Path < pl.Unbound[j].Path })
 	var linked []Protected
 	for _, f := range pl.Protected {
@@ -943,6 +968,19 @@ func (p *planner) canary(first []string) string {
 		}
 	}
 	return ""
+}
+
+// inherited returns the rights path gets from its ancestors' rules, of any
+// type: for a directory, what the agent may do to it as an entry (remove
+// it, move it).
+func (pl *Plan) inherited(path string) Access {
+	var a Access
+	for _, r := range pl.Rules {
+		if r.Dir && r.Path != path && (r.Path == "/" || strings.HasPrefix(path, r.Path+"/")) {
+			a |= r.Access
+		}
+	}
+	return a
 }
 
 // Grants returns the rights that act on path, of type t, through its own

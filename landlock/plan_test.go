@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,6 +138,14 @@ func checkPlanSound(t *testing.T, m *tiers.Matcher, fsys *memFS, pl *Plan) {
 		if got := inherited & applicable(info.Type, false) &^ rightsFor(v, info.Type, false); got != 0 && !bound {
 			t.Fatalf("a replacement of %s from outside would get %s from its ancestors, beyond the policy", p, got)
 		}
+		// Nothing above a mount may be moved away with it.
+		if _, isBind := pl.bindAt(p); isBind {
+			for a := path.Dir(p); a != "/"; a = path.Dir(a) {
+				if _, ok := pl.bindAt(a); !ok && pl.inherited(a)&(RemoveDir|RemoveFile|Refer) != 0 {
+					t.Fatalf("%s is mounted over, but its ancestor %s may be moved away (%s) and is not pinned", p, a, pl.inherited(a))
+				}
+			}
+		}
 		if info.Type != TypeDir {
 			continue
 		}
@@ -162,6 +171,16 @@ func checkPlanSound(t *testing.T, m *tiers.Matcher, fsys *memFS, pl *Plan) {
 			}
 		}
 	}
+}
+
+// bindAt returns the plan's mount at path, if any.
+func (pl *Plan) bindAt(path string) (Bind, bool) {
+	for _, b := range pl.Binds {
+		if b.Path == path {
+			return b, true
+		}
+	}
+	return Bind{}, false
 }
 
 // mutations are the rights a read-only mount refuses whatever Landlock
@@ -191,18 +210,6 @@ func (pl *Plan) mountRelief(path string) (Access, bool) {
 		}
 	}
 	return a, bound
-}
-
-// inherited returns the rights path gets from its ancestors' rules, of any
-// type.
-func (pl *Plan) inherited(path string) Access {
-	var a Access
-	for _, r := range pl.Rules {
-		if r.Dir && r.Path != path && (r.Path == "/" || strings.HasPrefix(path, r.Path+"/")) {
-			a |= r.Access
-		}
-	}
-	return a
 }
 
 func planVerdicts(m *tiers.Matcher, p string) verdicts {

@@ -153,7 +153,7 @@ func TestPlanBinds(t *testing.T) {
 		{"a symlinked hooks directory", []string{testWS + "/.git/config", testWS + "/.git/hooks@"},
 			[]string{testWS + "/.git:pin", testWS + "/.git/config:ro"}, []string{testWS + "/.git/hooks"}, true},
 		{"nested repository and .envrc", []string{testWS + "/sub/.git/config", testWS + "/.envrc", testWS + "/sub/.npmrc"},
-			[]string{testWS + "/.envrc:ro", testWS + "/.git:pin", testWS + "/sub/.git:pin", testWS + "/sub/.git/config:ro", testWS + "/sub/.npmrc:ro"}, nil, false},
+			[]string{testWS + "/.envrc:ro", testWS + "/.git:pin", testWS + "/sub:pin", testWS + "/sub/.git:pin", testWS + "/sub/.git/config:ro", testWS + "/sub/.npmrc:ro"}, nil, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -44,12 +44,15 @@ type persistEntry struct {
 	Rule string `json:"rule"`
 }
 
+// unreadable is the type of a directory entry the review could not list.
+const unreadable = "unreadable"
+
 // persistSnapshot maps path to entry.
 type persistSnapshot map[string]persistEntry
 
 // reviewChange is one difference between the snapshots.
 type reviewChange struct {
-	Kind string `json:"kind"` // created, modified, deleted, mode changed
+	Kind string `json:"kind"` // created, modified, deleted, mode changed, unreadable
 	Path string `json:"path"`
 	Rule string `json:"rule"`
 	// Entry is the path as it was left (empty for a deleted one).
@@ -113,13 +116,24 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 	for _, root := range roots {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
-				return nil // unreadable or gone: nothing to record there
+				// A directory the review cannot list may hide what it
+				// looks for (a nested repository's config in a 0311
+				// directory, which git outside still reaches by name):
+				// recorded, so that one the session made unreadable is
+				// reported. Gone since the listing: nothing to record.
+				if d != nil && d.IsDir() && !errors.Is(err, fs.ErrNotExist) {
+					snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
+				}
+				return nil
 			}
 			if seen++; seen > reviewLimit {
 				incomplete = fmt.Sprintf("more than %d entries under %s", reviewLimit, strings.Join(roots, " "))
 				return fs.SkipAll
 			}
-			if d.IsDir() && p != root && (d.Name() == "node_modules" || strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
+			// Only git's object stores are skipped: they hold nothing a
+			// program runs. node_modules is walked: a package directory
+			// may hold a repository whose config git outside obeys.
+			if d.IsDir() && p != root && (strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
 				return fs.SkipDir
 			}
 			dec := m.Decide(p, tiers.OpWrite)
@@ -186,6 +200,10 @@ func diffPersistence(before, after persistSnapshot) []reviewChange {
 	for p, a := range after {
 		b, ok := before[p]
 		switch {
+		case a.Type == unreadable:
+			if !ok || b.Type != unreadable {
+				out = append(out, reviewChange{Kind: "unreadable", Path: p, Rule: "a directory the review cannot list, which may hide any of them: " + a.Rule, Entry: a})
+			}
 		case !ok:
 			out = append(out, reviewChange{Kind: "created", Path: p, Rule: a.Rule, Entry: a})
 		case a.Type != b.Type || a.Hash != b.Hash || a.Size != b.Size && a.Type == "file":
@@ -195,7 +213,7 @@ func diffPersistence(before, after persistSnapshot) []reviewChange {
 		}
 	}
 	for p, b := range before {
-		if _, ok := after[p]; !ok {
+		if _, ok := after[p]; !ok && b.Type != unreadable {
 			out = append(out, reviewChange{Kind: "deleted", Path: p, Rule: b.Rule})
 		}
 	}

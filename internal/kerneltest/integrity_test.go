@@ -227,3 +227,31 @@ func TestIntegrityUnbindable(t *testing.T) {
 		t.Errorf("a hard-linked .git/config must refuse the start: %s", r)
 	}
 }
+
+// TestIntegrityAncestorsPinned (adversarial review, H2): a mount point
+// cannot be renamed, but a directory above it could, taking the mount
+// along; the agent would then put its own sub/.envrc, or its own nested
+// repository with a core.fsmonitor, where the operator's shell and git
+// look. Every ancestor of a protected path that the floor lets the agent
+// move is pinned. Controls: an unprotected sibling directory moves, and
+// every move works without the launcher.
+func TestIntegrityAncestorsPinned(t *testing.T) {
+	s := newSandbox(t, standard)
+	git := gitRepo(t, s)
+	s.write("home/proj/sub/.envrc", "export SAFE=1\n")
+	s.write("home/proj/deep/a/b/.npmrc", "registry=https://registry.npmjs.org/\n")
+	s.write("home/proj/docs/readme", "docs\n")
+	if out, err := exec.Command(git, "init", "-q", s.ws+"/lib").CombinedOutput(); err != nil {
+		t.Fatalf("git init lib: %v: %s", err, out)
+	}
+	ws := s.ws
+	wantErr(t, "move sub (holding .envrc) away", s.agent("rename", ws+"/sub", ws+"/sub.orig"), "EBUSY")
+	wantErr(t, "exchange sub with another directory", s.agent("exchange", ws+"/sub", ws+"/docs"), "EBUSY")
+	wantErr(t, "move a nested repository away", s.agent("rename", ws+"/lib", ws+"/lib.orig"), "EBUSY")
+	wantErr(t, "move a far ancestor of .npmrc away", s.agent("rename", ws+"/deep", ws+"/deep.orig"), "EBUSY")
+	wantErr(t, "move a near ancestor of .npmrc away", s.agent("rename", ws+"/deep/a/b", ws+"/deep/a/c"), "EBUSY")
+	wantOK(t, "control: an unprotected directory moves", s.agent("rename", ws+"/docs", ws+"/docs2"))
+	wantFile(t, ws+"/sub/.envrc", "export SAFE=1\n")
+	wantOK(t, "control: bare moves sub", s.bare("rename", ws+"/sub", ws+"/sub.orig"))
+	wantOK(t, "control: bare moves the nested repository", s.bare("rename", ws+"/lib", ws+"/lib.orig"))
+}

@@ -383,6 +383,25 @@ func TestSessionReview(t *testing.T) {
 	if r := s.agent("write", s.ws+"/sub/notes.txt", "again"); strings.Contains(r.stderr, "session review") {
 		t.Errorf("a session without changes reported: %s", r.stderr)
 	}
+	// Where the review must look too (adversarial review, H1): a nested
+	// repository inside node_modules, whose config git outside obeys
+	// through a gitlink, and a directory the agent made unreadable, which
+	// git outside still passes through by name.
+	nested := s.ws + "/node_modules/pkg/.git/config"
+	hidden := s.ws + "/lib"
+	r = s.sh("mkdir -p node_modules/pkg/.git lib/.git && printf '[core]\\n\\tfsmonitor = evil\\n' > node_modules/pkg/.git/config && " +
+		"printf '[core]\\n\\tfsmonitor = evil\\n' > lib/.git/config && chmod 0311 lib")
+	t.Cleanup(func() { os.Chmod(hidden, 0o755) })
+	if r.code != 0 {
+		t.Fatalf("the agent's nested repositories: %s", r)
+	}
+	if !strings.Contains(r.stderr, "created "+nested) {
+		t.Errorf("the session's end does not report the repository in node_modules: %s", r.stderr)
+	}
+	// Root lists the 0311 directory anyway and finds the config in it.
+	if !strings.Contains(r.stderr, "unreadable "+hidden+" ") && !strings.Contains(r.stderr, "created "+hidden+"/.git/config") {
+		t.Errorf("the session's end does not report the directory the agent made unreadable: %s", r.stderr)
+	}
 	// The report lives in the launcher's state directory: a session cannot
 	// rewrite it to hide its files or to aim --remove elsewhere.
 	report := s.path("home/.local/state/agent-launcher/review/last.json")
