@@ -27,7 +27,9 @@
 // BINARY runs in DIR (its package directory, for testdata) with ARGs, once
 // per user, with PATH, LANG=C, HOME and TMPDIR (a fresh directory under /home the user
 // owns), AGENT_LAUNCHER_TEST_BIN_DIR (/vm-tests/bin: the prebuilt
-// agent-launcher and testagent) and, when al.expect_abi is given,
+// agent-launcher and testagent), AGENT_LAUNCHER_VM_GUEST=1 (for the parts
+// of a test that need a tool the guest lacks, such as go) and, when
+// al.expect_abi is given,
 // AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI. Its output goes to the console
 // (/dev/console, the first serial port) between "=== VMTEST BEGIN" and
 // "=== VMTEST END" lines.
@@ -449,7 +451,7 @@ func (t test) run(console io.Writer, uid int, expect string, hasExpect bool, tim
 	cmd.Dir = t.dir
 	cmd.Env = []string{
 		"PATH=" + sandboxPATH, "LANG=C", "HOME=" + home, "TMPDIR=" + home,
-		"AGENT_LAUNCHER_TEST_BIN_DIR=" + binDir,
+		"AGENT_LAUNCHER_TEST_BIN_DIR=" + binDir, "AGENT_LAUNCHER_VM_GUEST=1",
 	}
 	if hasExpect {
 		cmd.Env = append(cmd.Env, "AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI="+expect)
