@@ -551,7 +551,7 @@ func (p *planner) dir(n *node, inh Access) error {
 	}
 	have := inh | g
 	want := rightsFor(st.Strongest, TypeOther, true) & p.handled
-	descend := !st.Exact || want&^have != 0 || seekBinds
+	descend := !st.Exact || want&^have != 0 || seekBinds || p.binding && p.holdsRoot(n.path)
 	if walked {
 		descend = descend || n.max&p.handled&^have != 0
 	} else if st.AnywhereGrant {
@@ -919,6 +919,19 @@ func (p *planner) link(path string) {
 			return
 		}
 	}
+}
+
+// holdsRoot reports whether a scan root (the home directory, the
+// workspace) lies strictly below dir. With binds the planner descends to
+// it even through a tree granted whole (a workspace under the private
+// /tmp): the mounts protect what a grant from above cannot withhold.
+func (p *planner) holdsRoot(dir string) bool {
+	for _, r := range p.roots {
+		if r != dir && under(r, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // scanned reports whether anywhere-patterns are resolved at dir.

@@ -255,3 +255,46 @@ func TestIntegrityAncestorsPinned(t *testing.T) {
 	wantOK(t, "control: bare moves sub", s.bare("rename", ws+"/sub", ws+"/sub.orig"))
 	wantOK(t, "control: bare moves the nested repository", s.bare("rename", ws+"/lib", ws+"/lib.orig"))
 }
+
+// TestIntegrityWorkspaceInTemp: a git workspace under /var/tmp, which the
+// policy grants whole, as the embedded default policy does (a private
+// tmpfs in the view, the workspace bound back into it): a grant from
+// above cannot withhold anything below it, so only the mounts protect
+// .git/config and the hooks there. The planner descends to the workspace
+// to find them. Controls: the workspace is writable, and the attacks work
+// without the launcher.
+func TestIntegrityWorkspaceInTemp(t *testing.T) {
+	s := newSandbox(t, `write_paths = ["<workspace>/**", "/var/tmp/**"]`+"\n")
+	git := s.lookPath("git")
+	if git == "" {
+		t.Fatalf("this test needs git in %s", sandboxPATH)
+	}
+	ws, err := os.MkdirTemp("/var/tmp", "al-kerneltest-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	config, hook := ws+"/.git/config", ws+"/.git/hooks/pre-commit"
+	before, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) result {
+		t.Helper()
+		return s.exec(launcher, append([]string{"run", "--config", s.config, "--workspace", ws, "--", agent}, args...)...)
+	}
+	r := run("write", ws+"/notes.txt", "x")
+	wantOK(t, "control: the agent writes in the workspace", r)
+	if !strings.Contains(r.stderr, "protected paths mounted over themselves") {
+		t.Errorf("no mounts: %s", r.stderr)
+	}
+	wantErr(t, "append core.fsmonitor to .git/config", run("append", config, "[core]\n\tfsmonitor = evil\n"), "EROFS")
+	wantErr(t, "plant a hook", run("write", hook, "#!/bin/sh\n"), "EROFS")
+	wantErr(t, "move .git away", run("rename", ws+"/.git", ws+"/.git-old"), "EBUSY")
+	wantFile(t, config, string(before))
+	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
+	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
+}
