@@ -2,6 +2,7 @@ package landlock
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -12,6 +13,7 @@ type Mount struct {
 	Device     string // "major:minor"
 	Root       string // the mount's root within its filesystem
 	MountPoint string
+	FSType     string // the filesystem type, after the " - " separator ("" if absent)
 }
 
 // ParseMountinfo parses the text of /proc/PID/mountinfo.
@@ -29,7 +31,11 @@ func ParseMountinfo(text string) ([]Mount, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mountinfo line %d: mount id %q", i+1, f[0])
 		}
-		out = append(out, Mount{ID: id, Device: f[2], Root: unescapeMount(f[3]), MountPoint: unescapeMount(f[4])})
+		m := Mount{ID: id, Device: f[2], Root: unescapeMount(f[3]), MountPoint: unescapeMount(f[4])}
+		if i := slices.Index(f[5:], "-"); i >= 0 && 5+i+1 < len(f) {
+			m.FSType = f[5+i+1]
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

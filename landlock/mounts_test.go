@@ -17,6 +17,9 @@ func TestCheckMounts(t *testing.T) {
 	if err != nil || len(mounts) != 5 || mounts[2].MountPoint != "/mnt/home copy" {
 		t.Fatalf("ParseMountinfo: %v %+v", err, mounts)
 	}
+	if mounts[0].FSType != "ext4" || mounts[1].FSType != "proc" {
+		t.Errorf("file system types (after optional fields): %q %q", mounts[0].FSType, mounts[1].FSType)
+	}
 	prot := []Protected{{Path: "/home/u/.ssh", Type: TypeDir, Tier: 0}}
 	for _, c := range []struct {
 		name  string

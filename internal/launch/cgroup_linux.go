@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
 // Ending says how a session without a private view (no PID namespace) ends
@@ -114,13 +116,15 @@ func cgroupDir(procCgroup, mountinfo string) (mnt, dir string, err error) {
 	if !strings.HasPrefix(cg, "/") {
 		return "", "", errors.New("no cgroup v2 membership in /proc/self/cgroup")
 	}
-	for _, line := range strings.Split(mountinfo, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {
+	mounts, err := landlock.ParseMountinfo(mountinfo)
+	if err != nil {
+		return "", "", err
+	}
+	for _, m := range mounts {
+		if m.FSType != "cgroup2" {
 			continue
 		}
-		root, point := unescapeOctal(f[3]), unescapeOctal(f[4])
+		root, point := m.Root, m.MountPoint
 		rel, ok := strings.CutPrefix(cg, root)
 		if root == "/" {
 			rel, ok = cg, true
@@ -135,22 +139,6 @@ func cgroupDir(procCgroup, mountinfo string) (mnt, dir string, err error) {
 		return "", "", fmt.Errorf("no cgroup2 mount holds this process's cgroup %s", cg)
 	}
 	return mnt, dir, nil
-}
-
-// unescapeOctal undoes mountinfo's octal escapes (\040 for a space).
-func unescapeOctal(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // fd returns the directory's fd for SysProcAttr.CgroupFD; cg keeps owning it.
