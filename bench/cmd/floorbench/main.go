@@ -582,16 +582,7 @@ func (b *bench) workloads() error {
 	var results [][][]float64
 	for _, w := range loads {
 		b.logf("workload %s: %d rounds per arm", w.name, b.rounds)
-		wall := func(prep func() error, argv []string) func() (float64, error) {
-			return func() (float64, error) {
-				if prep != nil {
-					if err := prep(); err != nil {
-						return 0, err
-					}
-				}
-				return wallMs(w.env, w.ws, argv...)
-			}
-		}
+		wall := w.wall
 		// The /bin/true arms measure the start-up in this workspace's
 		// configuration (its plan's size), to be subtracted.
 		s, err := b.measure([]arm{
@@ -641,29 +632,14 @@ func (b *bench) defaultWorkloads() error {
 		if _, err := os.Stat(filepath.Join(w.ws, ".git")); err == nil {
 			continue
 		}
-		for _, argv := range [][]string{
-			{"git", "init", "-q"},
-			{"git", "add", "-A"},
-			{"git", "-c", "user.name=floorbench", "-c", "user.email=floorbench@localhost", "commit", "-q", "-m", "files"},
-		} {
-			if _, err := output(env, w.ws, argv...); err != nil {
-				return fmt.Errorf("%s: making the workspace a git repository: %w", w.name, err)
-			}
+		if err := gitCommitAll(env, w.ws); err != nil {
+			return fmt.Errorf("%s: making the workspace a git repository: %w", w.name, err)
 		}
 	}
 	var results [][][]float64
 	for _, w := range b.loads {
 		b.logf("default policy, git workspace, workload %s: %d rounds per arm", w.name, b.rounds)
-		wall := func(prep func() error, argv []string) func() (float64, error) {
-			return func() (float64, error) {
-				if prep != nil {
-					if err := prep(); err != nil {
-						return 0, err
-					}
-				}
-				return wallMs(w.env, w.ws, argv...)
-			}
-		}
+		wall := w.wall
 		s, err := b.measure([]arm{
 			{"bare", wall(w.prep, w.argv)},
 			{"launcher, default policy", wall(w.prep, b.confined("", w.ws, w.argv...))},
@@ -817,6 +793,33 @@ func (b *bench) tarWorkload(parent string) (*workload, error) {
 	}, nil
 }
 
+// gitCommitAll makes ws a git repository with everything in it committed.
+func gitCommitAll(env []string, ws string) error {
+	for _, argv := range [][]string{
+		{"git", "init", "-q"},
+		{"git", "add", "-A"},
+		{"git", "-c", "user.name=floorbench", "-c", "user.email=floorbench@localhost", "commit", "-q", "-m", "files"},
+	} {
+		if _, err := output(env, ws, argv...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// wall returns an arm that runs prep (if any), untimed, then times argv
+// in w's workspace and environment.
+func (w *workload) wall(prep func() error, argv []string) func() (float64, error) {
+	return func() (float64, error) {
+		if prep != nil {
+			if err := prep(); err != nil {
+				return 0, err
+			}
+		}
+		return wallMs(w.env, w.ws, argv...)
+	}
+}
+
 func (b *bench) gitWorkload() (*workload, error) {
 	ws := filepath.Join(b.root, "ws-git")
 	b.logf("creating a %d-file git repository", b.files)
@@ -824,14 +827,8 @@ func (b *bench) gitWorkload() (*workload, error) {
 		return nil, err
 	}
 	env := b.env("GIT_CONFIG_NOSYSTEM=1")
-	for _, argv := range [][]string{
-		{"git", "init", "-q"},
-		{"git", "add", "-A"},
-		{"git", "-c", "user.name=floorbench", "-c", "user.email=floorbench@localhost", "commit", "-q", "-m", "files"},
-	} {
-		if _, err := output(env, ws, argv...); err != nil {
-			return nil, err
-		}
+	if err := gitCommitAll(env, ws); err != nil {
+		return nil, err
 	}
 	return &workload{
 		name:   fmt.Sprintf("git status, %d files", b.files),
