@@ -422,22 +422,19 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	return pl, nil
 }
 
-func (p *planner) verdicts(path string) verdicts {
+// decideAll returns m's verdict on path for every op.
+func decideAll(m *tiers.Matcher, path string) verdicts {
 	var v verdicts
 	for op := range tiers.NumOps {
-		v[op] = p.m.Decide(path, tiers.Op(op)).Verdict
+		v[op] = m.Decide(path, tiers.Op(op)).Verdict
 	}
 	return v
 }
 
+func (p *planner) verdicts(path string) verdicts { return decideAll(p.m, path) }
+
 // wholeVerdicts is verdicts on the whole policy (Options.Integrity).
-func (p *planner) wholeVerdicts(path string) verdicts {
-	var v verdicts
-	for op := range tiers.NumOps {
-		v[op] = p.whole.Decide(path, tiers.Op(op)).Verdict
-	}
-	return v
-}
+func (p *planner) wholeVerdicts(path string) verdicts { return decideAll(p.whole, path) }
 
 func join(dir, name string) string {
 	if dir == "/" {

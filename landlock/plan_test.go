@@ -212,13 +212,7 @@ func (pl *Plan) mountRelief(path string) (Access, bool) {
 	return a, bound
 }
 
-func planVerdicts(m *tiers.Matcher, p string) verdicts {
-	var v verdicts
-	for op := range tiers.NumOps {
-		v[op] = m.Decide(p, tiers.Op(op)).Verdict
-	}
-	return v
-}
+func planVerdicts(m *tiers.Matcher, p string) verdicts { return decideAll(m, p) }
 
 func anywhereGlobs(m *tiers.Matcher) []rules.Glob {
 	var out []rules.Glob
