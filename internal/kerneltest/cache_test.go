@@ -256,13 +256,8 @@ func TestGitconfigDefaultPolicy(t *testing.T) {
 // and the start-up line says so.
 func TestAgentCacheNoView(t *testing.T) {
 	s := newSandbox(t, cachePolicy)
-	unshare := s.lookPath("unshare")
-	if unshare == "" {
-		t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
-	}
-	script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
-	r := s.exec(unshare, "-Ur", "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config, "--agent", "alpha",
-		"--workspace", s.ws, "--", agent, "getenv", "GOCACHE")
+	bin, args := s.noViewCmd("", false, []string{"--agent", "alpha"}, agent, "getenv", "GOCACHE")
+	r := s.exec(bin, args...)
 	if !strings.Contains(r.stderr, "NO private view") || !strings.Contains(r.stderr, "no private cache (no private view)") {
 		t.Fatalf("the start-up line does not say there is no view and no cache: %s", r)
 	}

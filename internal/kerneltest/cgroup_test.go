@@ -115,6 +115,12 @@ func sessionCgroups(t *testing.T, dir string) []string {
 // as root of that namespace; mountNS adds a mount namespace for them.
 func (s *sandbox) noViewArgs(pre string, mountNS bool, argv ...string) (string, []string) {
 	s.t.Helper()
+	return s.noViewCmd(pre, mountNS, nil, argv...)
+}
+
+// noViewCmd is noViewArgs with more flags for run (--agent NAME).
+func (s *sandbox) noViewCmd(pre string, mountNS bool, runFlags []string, argv ...string) (string, []string) {
+	s.t.Helper()
 	unshare := s.lookPath("unshare")
 	if unshare == "" {
 		s.t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
@@ -124,7 +130,8 @@ func (s *sandbox) noViewArgs(pre string, mountNS bool, argv ...string) (string, 
 		flags = "-Urm"
 	}
 	script := pre + `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
-	return unshare, append([]string{flags, "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config, "--workspace", s.ws, "--"}, argv...)
+	args := append([]string{flags, "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config}, runFlags...)
+	return unshare, append(append(args, "--workspace", s.ws, "--"), argv...)
 }
 
 // descendants lists the processes below pid (/proc/PID/task/*/children).

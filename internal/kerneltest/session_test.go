@@ -279,13 +279,9 @@ func acceptAll(l net.Listener) {
 // user.max_user_namespaces is 0, which leaves the host untouched.
 func TestNoViewFallback(t *testing.T) {
 	s := newSandbox(t, standard)
-	unshare := s.lookPath("unshare")
-	if unshare == "" {
-		t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
-	}
 	noNS := func(argv ...string) result {
-		script := `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`
-		return s.exec(unshare, append([]string{"-Ur", "/bin/sh", "-c", script, "sh", launcher, "run", "--config", s.config, "--workspace", s.ws, "--"}, argv...)...)
+		bin, args := s.noViewArgs("", false, argv...)
+		return s.exec(bin, args...)
 	}
 	a := shq(agent)
 	out := s.ws + "/waited.out"
