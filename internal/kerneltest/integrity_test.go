@@ -298,3 +298,27 @@ func TestIntegrityWorkspaceInTemp(t *testing.T) {
 	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
 	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
 }
+
+// TestIntegrityNoView: where the view cannot be built (user namespaces
+// refused), nothing mounts over .git/config or the hooks, and the floor
+// keeps them read-only by sibling rules instead: the claim behind
+// treating every mount failure as a view error. Control: the same writes
+// work without the launcher.
+func TestIntegrityNoView(t *testing.T) {
+	s := newSandbox(t, standard)
+	gitRepo(t, s)
+	config, hook := s.ws+"/.git/config", s.ws+"/.git/hooks/pre-commit"
+	noView := func(argv ...string) result {
+		bin, args := s.noViewArgs("", false, argv...)
+		return s.exec(bin, args...)
+	}
+	r := noView(agent, "append", config, "[core]\n\tfsmonitor = evil\n")
+	if !strings.Contains(r.stderr, "NO private view") || strings.Contains(r.stderr, "mounted over themselves") {
+		t.Fatalf("not a session without the view, or mounts without one: %s", r.stderr)
+	}
+	wantErr(t, "append core.fsmonitor to .git/config without the view", r, "EACCES")
+	wantErr(t, "plant a hook without the view", noView(agent, "write", hook, "#!/bin/sh\n"), "EACCES")
+	wantErr(t, "move .git away without the view", noView(agent, "rename", s.ws+"/.git", s.ws+"/.git-old"), "EACCES", "EXDEV")
+	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
+	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
+}
