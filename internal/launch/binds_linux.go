@@ -27,7 +27,7 @@ import (
 func mountProtected(binds []landlock.Bind) error {
 	slices.SortFunc(binds, func(a, b landlock.Bind) int { return strings.Compare(a.Path, b.Path) })
 	for _, b := range binds {
-		fd, err := openChecked(b.Path, b.Dev, b.Ino)
+		fd, err := openChecked(b.Path, b)
 		if err != nil {
 			return err
 		}
@@ -46,8 +46,9 @@ func mountProtected(binds []landlock.Bind) error {
 }
 
 // openChecked opens path as an O_PATH handle, without following a final
-// symlink, and checks that it is the inode dev:ino.
-func openChecked(path string, dev, ino uint64) (int, error) {
+// symlink, and checks that it is b's inode, of b's type (a directory, or
+// a regular file): an inode number alone may be a freed one reused.
+func openChecked(path string, b landlock.Bind) (int, error) {
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("view: protecting %s: %w", path, err)
@@ -57,7 +58,11 @@ func openChecked(path string, dev, ino uint64) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("view: protecting %s: %w", path, err)
 	}
-	if st.Dev != dev || st.Ino != ino {
+	want := uint32(unix.S_IFREG)
+	if b.Dir {
+		want = unix.S_IFDIR
+	}
+	if st.Dev != b.Dev || st.Ino != b.Ino || st.Mode&unix.S_IFMT != want {
 		unix.Close(fd)
 		return -1, fmt.Errorf("view: %s was replaced after the floor was planned; start the session again", path)
 	}
@@ -74,7 +79,7 @@ func exposures(fd int, b landlock.Bind) ([]string, error) {
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &sx); err != nil {
 		return nil, fmt.Errorf("view: protecting %s: statx: %w", b.Path, err)
 	}
-	text, err := os.ReadFile("/proc/self/mountinfo")
+	text, err := os.ReadFile("/proc/thread-self/mountinfo") // the mount namespace is the calling thread's
 	if err != nil {
 		return nil, fmt.Errorf("view: protecting %s: %w", b.Path, err)
 	}
@@ -144,7 +149,7 @@ func joinRel(dir, rel string) string {
 // (mount_setattr), then moved onto the very inode it came from
 // (move_mount), which is checked again afterwards through the new mount.
 func mountOver(place string, b landlock.Bind) error {
-	fd, err := openChecked(place, b.Dev, b.Ino)
+	fd, err := openChecked(place, b)
 	if err != nil {
 		return err
 	}
@@ -169,7 +174,7 @@ func mountOver(place string, b landlock.Bind) error {
 	}
 	// The place now resolves through the new mount: the same inode, and
 	// read-only where it must be.
-	top, err := openChecked(place, b.Dev, b.Ino)
+	top, err := openChecked(place, b)
 	if err != nil {
 		return err
 	}
