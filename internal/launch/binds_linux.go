@@ -26,12 +26,13 @@ import (
 // pinned .git is itself a mount that exposes .git/config.
 func mountProtected(binds []landlock.Bind) error {
 	slices.SortFunc(binds, func(a, b landlock.Bind) int { return strings.Compare(a.Path, b.Path) })
+	var table []landlock.Mount // the mount table, read again only when it lacks a mount
 	for _, b := range binds {
 		fd, err := openChecked(b.Path, b)
 		if err != nil {
 			return err
 		}
-		places, err := exposures(fd, b)
+		places, err := exposures(fd, b, &table)
 		unix.Close(fd)
 		if err != nil {
 			return err
@@ -73,23 +74,29 @@ func openChecked(path string, b landlock.Bind) (int, error) {
 // inode fd (the protected path b): for each mount of the same filesystem
 // whose root lies at or above it, the place it appears there, when that
 // place resolves to the same inode now (a place covered by a later mount
-// is out of reach and needs nothing).
-func exposures(fd int, b landlock.Bind) ([]string, error) {
+// is out of reach and needs nothing). *table is the mount table, read
+// when it lacks the mount fd was opened through (one made since, such as
+// a pin above b); the mounts made here need not be in it, as each lies
+// at a place an earlier mount of the table already exposed.
+func exposures(fd int, b landlock.Bind, table *[]landlock.Mount) ([]string, error) {
 	var sx unix.Statx_t
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_MNT_ID, &sx); err != nil {
 		return nil, fmt.Errorf("view: protecting %s: statx: %w", b.Path, err)
 	}
-	text, err := os.ReadFile("/proc/thread-self/mountinfo") // the mount namespace is the calling thread's
-	if err != nil {
-		return nil, fmt.Errorf("view: protecting %s: %w", b.Path, err)
+	byID := func(m landlock.Mount) bool { return uint64(m.ID) == sx.Mnt_id }
+	if !slices.ContainsFunc(*table, byID) {
+		text, err := os.ReadFile("/proc/thread-self/mountinfo") // the mount namespace is the calling thread's
+		if err != nil {
+			return nil, fmt.Errorf("view: protecting %s: %w", b.Path, err)
+		}
+		if *table, err = landlock.ParseMountinfo(string(text)); err != nil {
+			return nil, fmt.Errorf("view: protecting %s: %w", b.Path, err)
+		}
 	}
-	mounts, err := landlock.ParseMountinfo(string(text))
-	if err != nil {
-		return nil, fmt.Errorf("view: protecting %s: %w", b.Path, err)
-	}
+	mounts := *table
 	// Where the path lies inside its filesystem, from the mount it was
 	// opened through.
-	i := slices.IndexFunc(mounts, func(m landlock.Mount) bool { return uint64(m.ID) == sx.Mnt_id })
+	i := slices.IndexFunc(mounts, byID)
 	if i < 0 {
 		return nil, fmt.Errorf("view: protecting %s: its mount %d is not in the mount table", b.Path, sx.Mnt_id)
 	}
