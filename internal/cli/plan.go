@@ -131,15 +131,14 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 		if err != nil {
 			return nil, p, notes, err
 		}
-		added := 0
+		// New paths a mount cannot protect change only the floor's policy.
 		for _, u := range pl.Unbound {
 			if !slices.ContainsFunc(unbound, func(o landlock.Unbound) bool { return o.Path == u.Path }) {
 				unbound = append(unbound, u)
 				floor = nil
-				added++
 			}
 		}
-		newUnbound := added
+		added := 0 // derived rules, which change the whole policy
 		for _, l := range pl.Links {
 			if done[l.Path] {
 				continue
@@ -173,14 +172,15 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 			notes = append(notes, fmt.Sprintf("%s is protected (%s) and leads to %s: protecting that too", display(l.Path), ruleName(r), display(l.Target)))
 			added++
 		}
-		if added == 0 {
+		floorStale := e.view != nil && floor == nil // new paths no mount can protect
+		if added == 0 && !floorStale {
 			pl.Unbound = unbound // found in every round, kept by sibling rules now
 			return pl, p, notes, nil
 		}
 		if round == maxLinkRounds {
-			return nil, p, notes, errors.New("symlinks to protected names keep changing the plan; " + strings.Join(notes, "; "))
+			return nil, p, notes, errors.New("symlinks to protected names, or paths no mount can protect, keep changing the plan; " + strings.Join(notes, "; "))
 		}
-		if added == newUnbound {
+		if added == 0 {
 			continue // only the floor's policy changed
 		}
 		whole, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
