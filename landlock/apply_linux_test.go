@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -307,4 +309,81 @@ func TestApplySkipsRemovedPath(t *testing.T) {
 	if strings.Join(got, " ") != "EACCES ok" {
 		t.Errorf("got %q, want the replacement denied and the sibling readable", got)
 	}
+}
+
+// osFS.ReadDir lists what os.ReadDir lists, with the same types, in the
+// same order: a directory with every kind of entry, one of over a batch
+// of getdents64, and system directories.
+func TestOSReadDir(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.Mkdir(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3000 {
+		if err := os.WriteFile(filepath.Join(big, fmt.Sprintf("file-with-a-long-name-%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []string{"sub/", "f", "l@", "fifo|", "\n newline", "é"} {
+		full := filepath.Join(dir, strings.TrimRight(p, "/@|"))
+		var err error
+		switch {
+		case strings.HasSuffix(p, "/"):
+			err = os.Mkdir(full, 0o755)
+		case strings.HasSuffix(p, "@"):
+			err = os.Symlink("f", full)
+		case strings.HasSuffix(p, "|"):
+			err = unix.Mkfifo(full, 0o644)
+		default:
+			err = os.WriteFile(full, nil, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{dir, big, "/", "/etc", "/usr/bin", "/dev", "/proc/self"} {
+		got, err := OS().ReadDir(d)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []DirEntry
+		for _, e := range ents {
+			typ := TypeOther
+			switch m := e.Type(); {
+			case m.IsDir():
+				typ = TypeDir
+			case m.IsRegular():
+				typ = TypeFile
+			case m&fs.ModeSymlink != 0:
+				typ = TypeSymlink
+			}
+			want = append(want, DirEntry{Name: e.Name(), Type: typ})
+		}
+		if d == "/proc/self" {
+			continue // its entries' own changes aside, listing it must work
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %d entries, os.ReadDir %d; first difference at %d", d, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	if _, err := OS().ReadDir(filepath.Join(dir, "f")); !errors.Is(err, unix.ENOTDIR) {
+		t.Errorf("listing a file: %v, want ENOTDIR", err)
+	}
+	if _, err := OS().ReadDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("listing nothing: %v, want not found", err)
+	}
+}
+
+func firstDiff(a, b []DirEntry) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }

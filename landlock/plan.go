@@ -194,6 +194,13 @@ type Options struct {
 	// (Plan.Binds, or Plan.Unbound when a mount cannot enforce one), and
 	// decides symlinks and protected entries on the whole policy.
 	Integrity *tiers.Matcher
+	// LinkScanSkip are directories below a literal protected tree that the
+	// hard-link check does not list: the caller vouches that no second
+	// name of what they hold can matter (the agents' caches in the
+	// launcher's state directory, which only sessions write, through a
+	// mount from which link(2) reaches no other place). They stay
+	// protected; only their contents are not searched for hard links.
+	LinkScanSkip []string
 }
 
 // DefaultMaxEntries is the default bound of the anywhere-pattern scan.
@@ -315,6 +322,8 @@ type planner struct {
 	skipped map[string]bool // granted trees where anywhere-patterns were not resolved
 	nodes   map[string]*node
 	plan    *Plan
+	// linkSkip is Options.LinkScanSkip.
+	linkSkip []string
 }
 
 // NewPlan computes the Landlock rules that enforce m's policy as a floor on
@@ -327,8 +336,8 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 	p := &planner{
 		m: m, whole: m, fs: fsys, handled: HandledFS(abi), max: opts.MaxEntries, roots: opts.ScanRoots,
 		links: map[string]bool{}, skipped: map[string]bool{}, bound: map[string]bool{},
-		nodes: map[string]*node{},
-		plan:  &Plan{ABI: abi, Handled: HandledFS(abi), Scoped: Scopes(abi)},
+		nodes: map[string]*node{}, linkSkip: opts.LinkScanSkip,
+		plan: &Plan{ABI: abi, Handled: HandledFS(abi), Scoped: Scopes(abi)},
 	}
 	if p.max <= 0 {
 		p.max = DefaultMaxEntries
@@ -788,7 +797,7 @@ func (p *planner) walk(n *node) error {
 			if rightsFor(v, t, false)&WriteFile == 0 {
 				// A protected file: another name of it may lie in a
 				// granted tree.
-				if info, err := p.fs.Lstat(path); err == nil && info.Nlink > 1 {
+				if info, ok := linkStat(p.fs, path); ok {
 					p.addProtected(path, info, p.m.Decide(path, tiers.OpRead).Tier)
 				}
 			}
@@ -880,12 +889,15 @@ func (p *planner) scanLinks(dir string, budget *int) bool {
 			// kernel decides on the target.
 			p.link(path)
 		case TypeDir:
+			if slices.Contains(p.linkSkip, path) {
+				continue
+			}
 			if !p.scanLinks(path, budget) {
 				return false
 			}
 		case TypeFile, TypeOther:
-			info, err := p.fs.Lstat(path)
-			if err != nil || info.Nlink < 2 || info.Type == TypeDir {
+			info, ok := linkStat(p.fs, path)
+			if !ok || info.Type == TypeDir {
 				continue
 			}
 			if rightsFor(p.verdicts(path), info.Type, false)&WriteFile == 0 {
@@ -894,6 +906,32 @@ func (p *planner) scanLinks(dir string, budget *int) bool {
 		}
 	}
 	return true
+}
+
+// linkStat is the hard-link check's Lstat: the path's Info when it has
+// more than one link, else false (an error, or a single link). The check
+// needs nothing more, and a Recorder keeps nothing more of the answer: a
+// file the launcher replaces in its state directory on every run does not
+// change what the check sees.
+func linkStat(fsys FS, path string) (Info, bool) {
+	if l, ok := fsys.(linkStater); ok {
+		return l.linkStat(path)
+	}
+	return plainLinkStat(fsys, path)
+}
+
+// linkStater is an FS (a Recorder, a view over one) that answers
+// linkStat itself.
+type linkStater interface {
+	linkStat(path string) (Info, bool)
+}
+
+func plainLinkStat(fsys FS, path string) (Info, bool) {
+	info, err := fsys.Lstat(path)
+	if err != nil || info.Nlink < 2 {
+		return Info{}, false
+	}
+	return info, true
 }
 
 // link records a symlink whose own name the policy protects more than the

@@ -98,33 +98,56 @@ type viewFS struct {
 var viewDir = Info{Type: TypeDir, Nlink: 2, View: true}
 
 func (f viewFS) Lstat(path string) (Info, error) {
+	src, info, base, err := f.lstatRoute(path)
+	if base {
+		return f.base.Lstat(src)
+	}
+	return info, err
+}
+
+// linkStat forwards the hard-link check's question to the base where
+// Lstat would (a Recorder keeps less of its answer than of an Lstat).
+func (f viewFS) linkStat(path string) (Info, bool) {
+	src, info, base, err := f.lstatRoute(path)
+	if base {
+		return linkStat(f.base, src)
+	}
+	if err != nil || info.Nlink < 2 {
+		return Info{}, false
+	}
+	return info, true
+}
+
+// lstatRoute says how the view answers Lstat of path: by the base's Lstat
+// of src (base set), or with info and err.
+func (f viewFS) lstatRoute(path string) (src string, info Info, base bool, err error) {
 	if slices.Contains(f.v.Masked, path) {
-		return Info{}, fs.ErrNotExist
+		return "", Info{}, false, fs.ErrNotExist
 	}
 	if src, ok := f.v.bound(path); ok {
-		return f.base.Lstat(src)
+		return src, Info{}, true, nil
 	}
 	if s := f.v.sealed(path); s != "" {
 		if s == path {
-			return viewDir, nil
+			return "", viewDir, false, nil
 		}
-		return Info{}, fs.ErrNotExist
+		return "", Info{}, false, fs.ErrNotExist
 	}
 	if slices.Contains(f.v.Fresh, path) {
-		return viewDir, nil
+		return "", viewDir, false, nil
 	}
 	for _, fr := range f.v.Fresh {
 		if within(path, fr) {
-			return Info{}, fs.ErrNotExist // the planner must not rely on what a fresh instance holds
+			return "", Info{}, false, fs.ErrNotExist // the planner must not rely on what a fresh instance holds
 		}
 	}
 	if f.v.covered(path) == "" || f.v.kept(path) != "" {
-		return f.base.Lstat(path)
+		return path, Info{}, true, nil
 	}
 	if f.onTheWay(path) {
-		return viewDir, nil
+		return "", viewDir, false, nil
 	}
-	return Info{}, fs.ErrNotExist
+	return "", Info{}, false, fs.ErrNotExist
 }
 
 // onTheWay reports whether path, inside a covered directory, is that

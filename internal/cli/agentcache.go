@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -58,8 +59,12 @@ type agentCache struct {
 	set, replaced, passed, dropped []string
 }
 
-// cacheNameRe is rules' agent name, and globalCacheName.
-var cacheNameRe = regexp.MustCompile(`^(_global|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$`)
+// cacheNameRe is rules' agent name, and globalCacheName. Compiled when
+// first used: a package-level regexp costs every start of the binary,
+// the init stage's too, a millisecond here.
+var cacheNameRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(_global|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$`)
+})
 
 // addAgentCache gives e.view the private cache of agent ("" for the global
 // policy) when the view has a private /var/tmp or /tmp whose cache path m
@@ -90,7 +95,7 @@ func (e *env) addAgentCache(m *tiers.Matcher, agent string, create bool) *agentC
 		}
 	}
 	name := cmp.Or(agent, globalCacheName)
-	if !cacheNameRe.MatchString(name) {
+	if !cacheNameRe().MatchString(name) {
 		c.why = fmt.Sprintf("%q is not a valid agent name", agent)
 		return c
 	}

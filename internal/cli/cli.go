@@ -33,6 +33,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == launch.InitArg {
 		return launch.InitMain()
 	}
+	launch.StartTrace()
 	c := &command{ctx: ctx, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		c.usage(stderr)

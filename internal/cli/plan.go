@@ -104,7 +104,26 @@ const maxLinkRounds = 3
 // their targets (see above) and planning again; the returned compiled
 // policy is the one planned. notes name each extension, for the operator.
 func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan, out *compiled, notes []string, err error) {
-	opts := landlock.Options{ScanRoots: []string{e.home, e.workspace}}
+	pl, out, notes, _, err = e.planFloorOn(landlock.OS(), p, abi, canary)
+	return pl, out, notes, err
+}
+
+// planFloorOn is planFloor asking base every question about the
+// filesystem (a landlock.Recorder, for the plan cache). reused is false
+// when the plan depends on more than base's answers and the policy (a
+// protection extended to a symlink's target changed the policy): it
+// cannot be reused.
+func (e *env) planFloorOn(base landlock.FS, p *compiled, abi int, canary string) (pl *landlock.Plan, out *compiled, notes []string, reusable bool, err error) {
+	reusable = true
+	// Two directories of the launcher's state are not searched for hard
+	// links. The agents' caches are theirs to fill (agentcache.go): no
+	// session can give what they hold a second name (the view binds them,
+	// and link(2) does not cross a mount), and a build fills them with
+	// more files than the check should list at every start. The kept
+	// plans change with every new workspace, which would make every plan
+	// answer differently; planCache.get checks each entry's links itself.
+	opts := landlock.Options{ScanRoots: []string{e.home, e.workspace},
+		LinkScanSkip: []string{filepath.Join(e.launcher.StateDir, "caches"), e.planCache().dir}}
 	if canary != "" {
 		opts.Canaries = []string{canary}
 	}
@@ -115,21 +134,21 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 	var floor *tiers.Matcher
 	var unbound []landlock.Unbound
 	for round := 0; ; round++ {
-		fsys := landlock.OS()
+		fsys := base
 		m := p.m
 		opts.Integrity = nil
 		if e.view != nil {
 			fsys = e.view.FS(fsys) // planned as the agent will see it
 			if floor == nil {
-				if floor, err = e.compileFloor(p, unbound); err != nil {
-					return nil, p, notes, err
+				if floor, err = e.compileFloor(base, p, unbound); err != nil {
+					return nil, p, notes, false, err
 				}
 			}
 			m, opts.Integrity = floor, p.m
 		}
 		pl, err := landlock.NewPlan(m, abi, fsys, opts)
 		if err != nil {
-			return nil, p, notes, err
+			return nil, p, notes, false, err
 		}
 		// New paths a mount cannot protect change only the floor's policy.
 		for _, u := range pl.Unbound {
@@ -152,6 +171,7 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 				notes = append(notes, fmt.Sprintf("%s is protected (%s) but leads to %s; the protection is not extended there (outside the home directory and the workspace, or over a root of them)", display(l.Path), ruleName(r), display(l.Target)))
 				continue
 			}
+			reusable = false // os.Stat is not base's
 			st, err := os.Stat(l.Target)
 			if err != nil {
 				continue // dangling: the kernel cannot follow it either
@@ -167,7 +187,7 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 				pattern += "/**"
 			}
 			if _, err := p.pol.AddDerived(r, derivedTier(p.m, r, l.Path, l.Target), pattern, l.Path); err != nil {
-				return nil, p, notes, err
+				return nil, p, notes, false, err
 			}
 			notes = append(notes, fmt.Sprintf("%s is protected (%s) and leads to %s: protecting that too", display(l.Path), ruleName(r), display(l.Target)))
 			added++
@@ -175,17 +195,17 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 		floorStale := e.view != nil && floor == nil // new paths no mount can protect
 		if added == 0 && !floorStale {
 			pl.Unbound = unbound // found in every round, kept by sibling rules now
-			return pl, p, notes, nil
+			return pl, p, notes, reusable, nil
 		}
 		if round == maxLinkRounds {
-			return nil, p, notes, errors.New("symlinks to protected names, or paths no mount can protect, keep changing the plan; " + strings.Join(notes, "; "))
+			return nil, p, notes, false, errors.New("symlinks to protected names, or paths no mount can protect, keep changing the plan; " + strings.Join(notes, "; "))
 		}
 		if added == 0 {
 			continue // only the floor's policy changed
 		}
 		whole, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
 		if err != nil {
-			return nil, p, notes, err
+			return nil, p, notes, false, err
 		}
 		p, floor = &compiled{name: p.name, pol: p.pol, m: whole}, nil
 	}
@@ -194,8 +214,8 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 // compileFloor compiles the policy the floor is planned on when the
 // private view enforces the built-in write protection with mounts
 // (landlock.FloorPolicy).
-func (e *env) compileFloor(p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, error) {
-	q, err := landlock.FloorPolicy(p.m, landlock.OS(), unbound)
+func (e *env) compileFloor(fsys landlock.FS, p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, error) {
+	q, err := landlock.FloorPolicy(p.m, fsys, unbound)
 	if err != nil {
 		return nil, err
 	}

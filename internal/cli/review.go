@@ -111,6 +111,7 @@ func (e *env) reviewRoots(pol *rules.Policy) []string {
 // managers regenerate are not walked.
 func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, string) {
 	snap := persistSnapshot{}
+	buf := make([]byte, 32<<10) // one read buffer for every file hashed
 	seen := 0
 	incomplete := ""
 	for _, root := range roots {
@@ -140,7 +141,7 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 			if dec.Rule == nil || dec.Rule.Kind != rules.KindWriteProtect {
 				return nil
 			}
-			if ent, ok := describe(p); ok {
+			if ent, ok := describeBuf(p, buf); ok {
 				ent.Rule = dec.Rule.Pattern
 				snap[p] = ent
 			}
@@ -155,6 +156,11 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 
 // describe records path without following a final symlink.
 func describe(path string) (persistEntry, bool) {
+	return describeBuf(path, make([]byte, 32<<10))
+}
+
+// describeBuf is describe, reading a file's content through buf.
+func describeBuf(path string, buf []byte) (persistEntry, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return persistEntry{}, false
@@ -163,7 +169,7 @@ func describe(path string) (persistEntry, bool) {
 	switch {
 	case fi.Mode().IsRegular():
 		ent.Type = "file"
-		ent.Hash = fileHash(path, fi)
+		ent.Hash = fileHash(path, fi, buf)
 	case fi.IsDir():
 		ent.Type, ent.Size = "dir", 0
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -178,7 +184,9 @@ func describe(path string) (persistEntry, bool) {
 	return ent, true
 }
 
-func fileHash(path string, fi fs.FileInfo) string {
+// fileHash hashes the content of the regular file path, read through buf
+// (a fresh buffer per file costs a start-up its page faults).
+func fileHash(path string, fi fs.FileInfo, buf []byte) string {
 	h := sha256.New()
 	if fi.Size() > 16<<20 {
 		fmt.Fprintf(h, "size %d mtime %d", fi.Size(), fi.ModTime().UnixNano())
@@ -190,7 +198,16 @@ func fileHash(path string, fi fs.FileInfo) string {
 		return hex.EncodeToString(h.Sum(nil))
 	}
 	defer f.Close()
-	_, _ = io.Copy(h, f)
+	for {
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if err != nil {
+			if err != io.EOF {
+				fmt.Fprintf(h, "unreadable: %v", err)
+			}
+			break
+		}
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

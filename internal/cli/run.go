@@ -43,16 +43,26 @@ func (c *command) run(args []string) int {
 	} else if msg := riskyWorkspace(e.workspace, e.home); msg != "" {
 		c.errorf("warning: %s", msg)
 	}
+	k, kerr := c.detectLandlock()
+	// Where the session will have a private view (Landlock runs it), its
+	// init stage starts now, before the policy is loaded and planned: its
+	// own start-up runs beside that work. Whatever stops run before the
+	// agent starts kills it (Abort; Pdeathsig besides).
+	var pending *launch.Pending
+	if kerr == nil && landlock.RunSupported(k) == nil {
+		pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+		defer pending.Abort()
+	}
 	p, err := e.load(pf.agent)
+	launch.Trace("policy loaded and compiled")
 	if err != nil {
 		c.reportPolicyError(err)
 		c.errorf("run: the policy has errors; nothing was run")
 		return ExitFailure
 	}
 
-	k, err := c.detectLandlock()
-	if err != nil {
-		c.errorf("run: cannot detect Landlock: %v; nothing was run", err)
+	if kerr != nil {
+		c.errorf("run: cannot detect Landlock: %v; nothing was run", kerr)
 		return ExitFailure
 	}
 	if err := landlock.RunSupported(k); err != nil {
@@ -108,6 +118,7 @@ func (c *command) run(args []string) int {
 			cache = e.addAgentCache(p.m, pf.agent, true) // in the view: planned with it
 			session.Env = cache.env(&p.pol.Env, agentEnv)
 			var ok bool
+			launch.Trace("private view and agent cache planned")
 			if session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView); !ok {
 				return ExitFailure
 			}
@@ -121,6 +132,7 @@ func (c *command) run(args []string) int {
 		snapped := make(chan struct{})
 		go func() {
 			before, incomplete = snapshotPersistence(p.m, roots)
+			launch.Trace("session review: persistence paths recorded")
 			close(snapped)
 		}()
 		plan, view := session.Plan, noView
@@ -133,10 +145,17 @@ func (c *command) run(args []string) int {
 		if attempt == 0 && len(dropped) > 0 {
 			c.errorf("%s", droppedLine(dropped))
 		}
-		code, err := launch.Run(c.ctx, session)
+		var code int
+		if attempt == 0 && pending != nil && session.View != nil {
+			code, err = pending.Run(c.ctx, session)
+		} else {
+			code, err = launch.Run(c.ctx, session)
+		}
 		if err == nil {
 			<-snapped
+			launch.Trace("agent exited")
 			after, inc2 := snapshotPersistence(p.m, roots)
+			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
 				Changes: diffPersistence(before, after), Incomplete: cmp.Or(incomplete, inc2)}
 			c.printReview(r)
@@ -172,7 +191,7 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 		c.errorf("run: %v; nothing was run", err)
 		return nil, false
 	}
-	plan, _, notes, err := e.planFloor(p, k.ABI, canary)
+	plan, notes, _, err := e.planFloorCached(p, k.ABI, canary)
 	if noView == "" {
 		for _, n := range notes {
 			c.errorf("%s", n)

@@ -231,3 +231,34 @@ func TestStrayFDsClosed(t *testing.T) {
 		t.Errorf("control: the bare shell cannot read fd 3: %s", r)
 	}
 }
+
+// TestPlanCache: run keeps its plan and uses it again only while the
+// filesystem answers as it did. A .env made in the workspace between two
+// sessions is denied in the second, whose plan is made afresh.
+func TestPlanCache(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.extraEnv = append(s.extraEnv, "AGENT_LAUNCHER_TRACE=1")
+	s.write("home/proj/sub/notes.txt", "notes")
+	first := s.agent("read", s.ws+"/sub/notes.txt")
+	wantOK(t, "read a workspace file", first)
+	if !strings.Contains(first.stderr, "floor: planned") {
+		t.Fatalf("the first session did not plan: %s", first.stderr)
+	}
+	// The first session's review report is a new entry in the launcher's
+	// state directory, which the hard-link check lists: planned once more.
+	wantOK(t, "read it again", s.agent("read", s.ws+"/sub/notes.txt"))
+	again := s.agent("read", s.ws+"/sub/notes.txt")
+	wantOK(t, "read it a third time", again)
+	if !strings.Contains(again.stderr, "floor: the kept plan holds") {
+		t.Fatalf("the second session, nothing changed, did not use the kept plan: %s", again.stderr)
+	}
+
+	env := s.write("home/proj/sub/.env", envSec)
+	wantOK(t, "control: the new .env is readable without the launcher", s.bare("read", env))
+	r := s.agent("read", env)
+	wantErr(t, "read a .env made since the plan was kept", r, "EACCES")
+	if strings.Contains(r.stdout, envSec) || !strings.Contains(r.stderr, "floor: planned") {
+		t.Errorf("the session after the .env appeared: %s", r)
+	}
+	wantOK(t, "control: its sibling stays readable", s.agent("read", s.ws+"/sub/notes.txt"))
+}

@@ -78,6 +78,8 @@ func (f fdStream) fail(view bool, format string, args ...any) int {
 // the socket at fd 3.
 func InitMain() int {
 	runtime.LockOSThread() // never unlocked: Landlock and no_new_privs are per thread
+	StartTrace()
+	Trace("init stage: running")
 	sock := fdStream(syncFD)
 	var st unix.Stat_t
 	if err := unix.Fstat(syncFD, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
@@ -133,6 +135,7 @@ func confineThread(sock fdStream, cfg *initConfig, devs []uint64, dropCaps bool)
 			return fail("init stage: %v", err)
 		}
 	}
+	Trace("init stage: Landlock in force")
 	if cfg.Confined {
 		if err := canary(string(cfg.Canary)); err != nil {
 			return fail("%v", err)
@@ -178,7 +181,9 @@ func initPID1(sock fdStream, cfg *initConfig) int {
 		return fail(false, "init stage: close_range: %v", err)
 	}
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("agent-launcher\x00")[0])), 0, 0, 0)
+	Trace("init stage: configuration read")
 	devs, err := buildView(cfg.View, cfg.binds(), string(cfg.Cwd))
+	Trace("init stage: private view built")
 	if err != nil {
 		var ve *ViewError
 		return fail(errors.As(err, &ve), "init stage: private view: %v", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -84,18 +83,50 @@ func toGroup(s os.Signal) bool {
 // agent's exit status (128+N when a signal N killed it). An error is a
 // *SetupError or an *ExecError; the agent did not run.
 func Run(ctx context.Context, s Session) (int, error) {
-	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, Forwarded...)
-	defer signal.Stop(sigs)
-	notice := func(format string, args ...any) {
+	p, err := Start(s)
+	if err != nil {
+		return 0, err
+	}
+	return p.Run(ctx, s)
+}
+
+// Pending is an init stage started ahead of its configuration (step 1 of
+// the sync protocol), waiting for it. Started before the policy is loaded
+// and planned, its own start-up (a fork, an execve and a Go runtime in new
+// namespaces) runs beside that work instead of after it. Exactly one of
+// Run and Abort ends it.
+type Pending struct {
+	view      bool
+	notice    func(string, ...any)
+	conn      *os.File
+	cmd       *exec.Cmd
+	exited    <-chan *os.ProcessState
+	pty       *sessionPTY
+	relaying  bool
+	cg        *sessionCgroup
+	end       Ending
+	subreaper bool
+	ended     bool
+	done      bool
+}
+
+// Start runs step 1 of the sync protocol for s: it reads only s's stdio,
+// whether s has a view (s.View != nil; the view itself comes with the
+// configuration) and s.Notice. The session's Run must have the same.
+func Start(s Session) (*Pending, error) {
+	p := &Pending{view: s.View != nil}
+	p.notice = func(format string, args ...any) {
 		if s.Notice != nil {
 			s.Notice(fmt.Sprintf(format, args...))
 		}
 	}
-	var cg *sessionCgroup
-	var end Ending
-	if s.View == nil {
+	ok := false
+	defer func() {
+		if !ok {
+			p.cleanup()
+		}
+	}()
+	if !p.view {
 		// No PID namespace to end the session: the agent's orphans (a
 		// double-forked daemon) become the supervisor's, which kills
 		// them when the agent exits (killDescendants). That is the
@@ -104,98 +135,142 @@ func Run(ctx context.Context, s Session) (int, error) {
 		// process of the agent's uid can leave the cgroup, but not the
 		// supervisor's tree (endNoView).
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return 0, &SetupError{fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
+			return nil, &SetupError{fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
 		}
-		defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+		p.subreaper = true
 		var err error
-		if cg, err = newSessionCgroup(cgroupPrefix + strconv.Itoa(os.Getpid())); err != nil {
-			end.NoCgroup = err.Error()
+		if p.cg, err = newSessionCgroup(cgroupPrefix + strconv.Itoa(os.Getpid())); err != nil {
+			p.end.NoCgroup = err.Error()
 		} else {
-			end.Cgroup = cg.path
+			p.end.Cgroup = p.cg.path
 		}
 	}
-	ended := false
-	endSession := func() {
-		if s.View == nil && !ended {
-			ended = true
-			endNoView(cg, notice)
-		}
-	}
-	defer endSession()
 
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	conn, child, err := syncPair()
 	if err != nil {
-		return 0, &SetupError{fmt.Sprintf("socketpair: %v", err)}
+		return nil, &SetupError{err.Error()}
 	}
-	child := os.NewFile(uintptr(fds[1]), "init-sync")
-	parentFile := os.NewFile(uintptr(fds[0]), "supervisor-sync")
-	conn, err := net.FileConn(parentFile)
-	parentFile.Close()
-	if err != nil {
-		child.Close()
-		return 0, &SetupError{fmt.Sprintf("sync socket: %v", err)}
-	}
-	defer conn.Close()
+	p.conn = conn
+	defer child.Close()
 
-	pty, err := newSessionPTY(s.Stdin, s.Stdout, s.Stderr)
-	if err != nil {
-		child.Close()
-		return 0, &SetupError{err.Error()}
+	if p.pty, err = newSessionPTY(s.Stdin, s.Stdout, s.Stderr); err != nil {
+		return nil, &SetupError{err.Error()}
 	}
-	relaying := false
-	if pty != nil {
-		defer func() {
-			if relaying {
-				pty.finish()
-			} else {
-				pty.discard()
-			}
-		}()
-	}
-	newCmd := func() *exec.Cmd { return initCmd(s, child, pty) }
-	cmd := newCmd()
-	if cg != nil {
+	newCmd := func() *exec.Cmd { return initCmd(s, child, p.pty) }
+	p.cmd = newCmd()
+	if p.cg != nil {
 		// clone3(CLONE_INTO_CGROUP), Linux 5.7: the init stage is in
 		// the session's cgroup from its first instruction.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cg.fd()
+		p.cmd.SysProcAttr.UseCgroupFD, p.cmd.SysProcAttr.CgroupFD = true, p.cg.fd()
 	}
-	exited, err := startLocked(cmd)
-	if err != nil && cg != nil {
+	p.exited, err = startLocked(p.cmd)
+	if err != nil && p.cg != nil {
 		// Fail closed to the subreaper alone, and say so.
-		notice("the session's cgroup %s: starting in it failed (%v); the supervisor, as subreaper, alone ends the session's processes", cg.path, err)
-		end = Ending{NoCgroup: fmt.Sprintf("starting in %s: %v", cg.path, err)}
-		if rerr := cg.remove(); rerr != nil {
-			notice("the session's cgroup: %v", rerr)
+		p.notice("the session's cgroup %s: starting in it failed (%v); the supervisor, as subreaper, alone ends the session's processes", p.cg.path, err)
+		p.end = Ending{NoCgroup: fmt.Sprintf("starting in %s: %v", p.cg.path, err)}
+		if rerr := p.cg.remove(); rerr != nil {
+			p.notice("the session's cgroup: %v", rerr)
 		}
-		cg = nil
-		cmd = newCmd()
-		exited, err = startLocked(cmd)
+		p.cg = nil
+		p.cmd = newCmd()
+		p.exited, err = startLocked(p.cmd)
 	}
-	if cg != nil {
-		cg.close() // the init stage is in it
+	if p.cg != nil {
+		p.cg.close() // the init stage is in it
 	}
-	child.Close()
 	if err != nil {
-		if s.View != nil && isNamespaceRefusal(err) {
-			return 0, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
+		p.exited = nil
+		if p.view && isNamespaceRefusal(err) {
+			return nil, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
 		}
-		return 0, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
+		return nil, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
 	}
-	pid := cmd.Process.Pid
-	kill := func() { unix.Kill(pid, unix.SIGKILL); <-exited }
+	ok = true
+	Trace("init stage started")
+	return p, nil
+}
+
+// kill ends the init stage, if it was started, and reaps it.
+func (p *Pending) kill() {
+	if p.exited != nil {
+		unix.Kill(p.cmd.Process.Pid, unix.SIGKILL)
+		<-p.exited
+		p.exited = nil
+	}
+}
+
+// endSession ends what a session without a view left running, once.
+func (p *Pending) endSession() {
+	if !p.view && !p.ended {
+		p.ended = true
+		endNoView(p.cg, p.notice)
+	}
+}
+
+// cleanup releases what Start set up; the init stage must have ended.
+func (p *Pending) cleanup() {
+	if p.done {
+		return
+	}
+	p.done = true
+	p.endSession()
+	if p.subreaper {
+		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	}
+	if p.conn != nil {
+		p.conn.Close()
+	}
+	if p.pty != nil {
+		if p.relaying {
+			p.pty.finish()
+		} else {
+			p.pty.discard()
+		}
+	}
+}
+
+// Abort ends an init stage that is not to run a session (the policy or a
+// start-up check refused it). After Run, it does nothing.
+func (p *Pending) Abort() {
+	if p == nil || p.done {
+		return
+	}
+	p.kill()
+	p.cleanup()
+}
+
+// Run runs steps 2-8 of the sync protocol for s, which must match what
+// Start was given, as Run (the function) describes.
+func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
+	if p.done {
+		return 0, &SetupError{"init stage: already used"}
+	}
+	defer p.cleanup()
+	if (s.View != nil) != p.view {
+		p.kill()
+		return 0, &SetupError{"init stage: started for another kind of session (with or without a view)"}
+	}
+	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, Forwarded...)
+	defer signal.Stop(sigs)
+	conn, pty, pid := p.conn, p.pty, p.cmd.Process.Pid
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
 	if s.View != nil {
 		cfg.View, cfg.Cwd = s.View, []byte(s.Cwd)
 	}
-	conn.SetDeadline(time.Now().Add(ReadyTimeout))
+	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
+		p.kill()
+		return 0, &SetupError{fmt.Sprintf("sync socket: %v", err)}
+	}
 	if err := writeFrame(conn, cfg); err != nil {
-		kill()
+		p.kill()
 		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
 	var rep report
 	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
-		kill()
+		p.kill()
 		switch {
 		case err == nil && rep.Type == msgError && rep.View:
 			return 0, &ViewError{rep.Msg}
@@ -208,28 +283,30 @@ func Run(ctx context.Context, s Session) (int, error) {
 		}
 		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
 	}
+	Trace("init stage ready")
 	if s.Ready != nil {
-		s.Ready(end)
+		s.Ready(p.end)
 	}
 	stopWatch := watchCarved(s.Plan, s.Notice)
 	defer stopWatch()
 	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
-		kill()
+		p.kill()
 		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", err)}
 	}
 	// EOF: execve succeeded and closed the socket (close-on-exec).
 	conn.SetDeadline(time.Time{})
 	if err := readFrame(conn, &rep); err == nil && rep.Type == msgExecError {
-		state := <-exited
-		_ = state
+		<-p.exited
+		p.exited = nil
 		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
 	}
+	Trace("agent started")
 	if pty != nil {
 		if err := pty.start(); err != nil {
-			kill()
+			p.kill()
 			return 0, &SetupError{err.Error()}
 		}
-		relaying = true
+		p.relaying = true
 	}
 
 	for {
@@ -244,11 +321,28 @@ func Run(ctx context.Context, s Session) (int, error) {
 				target = -pid // setsid made the agent a process group leader
 			}
 			unix.Kill(target, sig.(unix.Signal))
-		case state := <-exited:
-			endSession()
+		case state := <-p.exited:
+			p.exited = nil
+			p.endSession()
 			return exitStatus(state), nil
 		}
 	}
+}
+
+// syncPair makes the sync socket: the supervisor's end, non-blocking in
+// the runtime's poller so that its deadlines hold, and the init stage's
+// end, blocking; both close-on-exec (os/exec moves the child's to fd 3).
+func syncPair() (conn, child *os.File, err error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %v", err)
+	}
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("sync socket: %v", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "supervisor-sync"), os.NewFile(uintptr(fds[1]), "init-sync"), nil
 }
 
 // initCmd is the command that starts the init stage of s, with child, the
@@ -258,7 +352,7 @@ func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{"agent-launcher", InitArg},
-		Env:        []string{},
+		Env:        initEnv(),
 		Stdin:      s.Stdin,
 		Stdout:     s.Stdout,
 		Stderr:     s.Stderr,

@@ -1,0 +1,258 @@
+package cli
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+
+	"github.com/agent-launcher/agent-launcher/internal/launch"
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// The plan cache: run keeps the floor it planned, with every answer the
+// filesystem gave the planner (landlock.Observations), under a key that
+// digests everything else the plan depends on. The next run with the same
+// key asks the filesystem the same questions again; when every answer is
+// the same, planning again would give the same plan, so the kept one is
+// used. Asking costs a few hundred lstat and getdents calls; planning costs
+// the automata's work on every name (DESIGN.md amendments, "Start-up").
+//
+// What a stale entry could cost is a hole, so the entry is used only when
+// every answer matches; the entries live in the launcher's state
+// directory, which the built-in denylist keeps from every agent; and any
+// doubt (a key that cannot be made, an entry that does not decode, a
+// filesystem that changed while planning) plans afresh.
+
+// planCacheFormat changes whenever the entry's layout or what the key
+// digests changes.
+const planCacheFormat = "agent-launcher plan cache v1"
+
+// maxPlanEntries bounds the plans kept (one per workspace, agent and
+// policy in use); the least recently written go first.
+const maxPlanEntries = 32
+
+// maxPlanEntry bounds an entry read back.
+const maxPlanEntry = 16 << 20
+
+// An entry is planCacheFormat and a newline, then four fields, each its
+// length (uvarint) and its bytes: the key, the observations
+// (landlock.Observations.MarshalBinary), the plan (landlock.EncodePlan)
+// and the notes (JSON).
+
+func encodePlanEntry(key string, obs landlock.Observations, pl *landlock.Plan, notes []string) ([]byte, error) {
+	ob, err := obs.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	pb, err := landlock.EncodePlan(pl)
+	if err != nil {
+		return nil, err
+	}
+	nb, err := json.Marshal(notes)
+	if err != nil {
+		return nil, err
+	}
+	b := []byte(planCacheFormat + "\n")
+	for _, f := range [][]byte{[]byte(key), ob, pb, nb} {
+		b = binary.AppendUvarint(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	return b, nil
+}
+
+func decodePlanEntry(b []byte) (key string, obs landlock.Observations, pl *landlock.Plan, notes []string, err error) {
+	bad := errors.New("plan cache: malformed entry")
+	rest, ok := bytes.CutPrefix(b, []byte(planCacheFormat+"\n"))
+	if !ok {
+		return "", nil, nil, nil, bad
+	}
+	var fields [4][]byte
+	for i := range fields {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			return "", nil, nil, nil, bad
+		}
+		fields[i], rest = rest[k:k+int(n)], rest[k+int(n):]
+	}
+	if len(rest) != 0 {
+		return "", nil, nil, nil, bad
+	}
+	if err := obs.UnmarshalBinary(fields[1]); err != nil {
+		return "", nil, nil, nil, err
+	}
+	if pl, err = landlock.DecodePlan(fields[2]); err != nil {
+		return "", nil, nil, nil, err
+	}
+	if err := json.Unmarshal(fields[3], &notes); err != nil {
+		return "", nil, nil, nil, err
+	}
+	return string(fields[0]), obs, pl, notes, nil
+}
+
+// planKey digests what a plan depends on besides the filesystem's answers:
+// the launcher's binary (its planner), the user, the ABI, the canary, the
+// roots, the private view and the whole policy (rules.Policy encodes to
+// JSON in full: patterns as expanded, kinds, tiers, sources).
+func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
+	var self syscall.Stat_t
+	if err := syscall.Stat("/proc/self/exe", &self); err != nil {
+		return "", err
+	}
+	pol, err := json.Marshal(p.pol)
+	if err != nil {
+		return "", err
+	}
+	view, err := json.Marshal(e.view)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	field := func(b []byte) {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	field([]byte(planCacheFormat))
+	field(fmt.Appendf(nil, "exe %d %d %d %d.%d %d.%d", self.Dev, self.Ino, self.Size,
+		self.Mtim.Sec, self.Mtim.Nsec, self.Ctim.Sec, self.Ctim.Nsec))
+	field(fmt.Appendf(nil, "uid %d gid %d abi %d", os.Getuid(), os.Getgid(), abi))
+	field([]byte(canary))
+	field([]byte(e.home))
+	field([]byte(e.workspace))
+	field([]byte(p.name))
+	field(view)
+	field(pol)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+type planCache struct{ dir string }
+
+func (e *env) planCache() planCache {
+	return planCache{dir: filepath.Join(e.launcher.StateDir, "plans")}
+}
+
+// get returns the plan kept under key when the filesystem still answers
+// every question as it did; fsys is the filesystem the plan was made on
+// (landlock.OS(), the host's: the recorder sat below the view).
+func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, bool) {
+	f, err := os.Open(filepath.Join(c.dir, key))
+	if err != nil {
+		if os.Getenv("AL_MARK") != "" {
+			fmt.Fprintln(os.Stderr, "NOKEY", key)
+		}
+		return nil, nil, false
+	}
+	defer f.Close()
+	// One link, this user's, no one else's to write: the hard-link check
+	// does not list this directory (planFloorOn), so an entry with a
+	// second name, which someone could write through, is not used.
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
+		st.Nlink != 1 || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 || st.Size > maxPlanEntry {
+		return nil, nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPlanEntry))
+	if err != nil {
+		return nil, nil, false
+	}
+	k, obs, pl, notes, err := decodePlanEntry(b)
+	if err != nil || k != key || len(obs) == 0 {
+		return nil, nil, false
+	}
+	if !obs.Hold(fsys) {
+		for _, o := range obs {
+			if !(landlock.Observations{o}).Hold(fsys) {
+				launch.Trace("floor: the kept plan does not hold: %s", o)
+			}
+		}
+		return nil, nil, false
+	}
+	return pl, notes, true
+}
+
+// put keeps pl, planned on obs, under key. Failures are silent: a miss
+// only costs planning.
+func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan, notes []string) {
+	b, err := encodePlanEntry(key, obs, pl, notes)
+	if err != nil {
+		return
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || os.Rename(tmp.Name(), filepath.Join(c.dir, key)) != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	c.prune()
+}
+
+func (c planCache) prune() {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil || len(entries) <= maxPlanEntries {
+		return
+	}
+	type aged struct {
+		name string
+		mod  int64
+	}
+	var all []aged
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil {
+			all = append(all, aged{e.Name(), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mod < all[j].mod })
+	for _, e := range all[:max(len(all)-maxPlanEntries, 0)] {
+		os.Remove(filepath.Join(c.dir, e.name))
+	}
+}
+
+// planFloorCached is planFloor for run: the kept plan when the filesystem
+// still answers as it did, else a new plan, kept for the next run when it
+// depends on nothing but the key and the answers. cached says which.
+func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
+	key, kerr := e.planKey(p, abi, canary)
+	c := e.planCache()
+	// The directories the launcher writes in exist before it plans: made
+	// after, they would change the state directory's listing, which the
+	// plan depends on (the hard-link check lists it), once.
+	for _, d := range []string{c.dir, filepath.Dir(reviewFile(e.launcher.StateDir))} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			kerr = err
+		}
+	}
+	if kerr == nil {
+		if pl, notes, ok := c.get(key, landlock.OS()); ok {
+			launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
+			return pl, notes, true, nil
+		}
+	}
+	rec := landlock.NewRecorder(landlock.OS())
+	pl, _, notes, reusable, err := e.planFloorOn(rec, p, abi, canary)
+	if err != nil {
+		return nil, notes, false, err
+	}
+	obs, consistent := rec.Observations()
+	launch.Trace("floor: planned (%d rules, %d questions to the filesystem)", len(pl.Rules), len(obs))
+	if kerr == nil && reusable && consistent {
+		c.put(key, obs, pl, notes)
+	}
+	return pl, notes, false, nil
+}

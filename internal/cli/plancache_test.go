@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
+
+// planCacheEnv is a home with a workspace and a state directory under a
+// temporary directory, the embedded default policy loaded, the private
+// view planned as run plans it.
+func planCacheEnv(t *testing.T) (e *env, p *compiled, ws string) {
+	t.Helper()
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws = filepath.Join(tmp, "home", "ws")
+	for _, d := range []string{filepath.Join(ws, "src"), filepath.Join(tmp, "home", ".ssh")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("HOME", filepath.Join(tmp, "home"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(tmp, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "state"))
+	t.Setenv("AGENT_LAUNCHER_CONFIG", "")
+	t.Chdir(ws)
+	if e, err = resolveEnv(&policyFlags{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = e.load(""); err != nil {
+		t.Fatal(err)
+	}
+	e.view = e.privateView(p.pol, ws)
+	return e, p, ws
+}
+
+// plan plans as run does; hit says whether the kept plan was used.
+func cachedPlan(t *testing.T, e *env, p *compiled) (pl *landlock.Plan, hit bool) {
+	t.Helper()
+	canary, err := prepareCanary(e.launcher.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _, hit, err = e.planFloorCached(p, 7, canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl, hit
+}
+
+func protects(pl *landlock.Plan, path string) bool {
+	return slices.ContainsFunc(pl.Protected, func(p landlock.Protected) bool { return p.Path == path })
+}
+
+// The plan cache: a second plan of the same tree is the kept one, equal
+// to planning again; a .env created since, a new inode at a protected
+// name, a changed policy or a damaged entry plan afresh.
+func TestPlanCache(t *testing.T) {
+	e, p, ws := planCacheEnv(t)
+	fresh, hit := cachedPlan(t, e, p)
+	if hit {
+		t.Fatalf("the first plan came from an empty cache")
+	}
+	kept, hit := cachedPlan(t, e, p)
+	if !hit {
+		t.Fatalf("the second plan of an unchanged tree was not the kept one")
+	}
+	if !reflect.DeepEqual(kept, fresh) {
+		t.Fatalf("the kept plan differs from the one planned:\n%s\n%s", kept.Format(), fresh.Format())
+	}
+
+	// A .env created since: planned afresh, and carved out.
+	env := filepath.Join(ws, "src", ".env")
+	if protects(fresh, env) {
+		t.Fatalf("control: %s is carved out before it exists", env)
+	}
+	if err := os.WriteFile(env, []byte("TOKEN=1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pl, hit := cachedPlan(t, e, p)
+	if hit || !protects(pl, env) {
+		t.Fatalf("after %s was created: kept %v, carved out %v; want a new plan that carves it out", env, hit, protects(pl, env))
+	}
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatalf("the new plan was not kept")
+	}
+
+	// The launcher rewriting its own review report (a new inode, one
+	// link) keeps the plan; the first report adds a directory to the
+	// state directory's listing, which plans afresh once.
+	report := filepath.Join(e.launcher.StateDir, "review", "last.json")
+	save := func() {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(report), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(report+".tmp", []byte("{}"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(report+".tmp", report); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save()
+	if _, hit := cachedPlan(t, e, p); hit {
+		t.Fatalf("a new directory in the state directory kept the plan")
+	}
+	save()
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatalf("a report the launcher rewrote in its state directory changed the plan")
+	}
+
+	// A second hard link to a file in the state directory: the hard-link
+	// check must see it, so the kept plan is not used (and run refuses).
+	if err := os.Link(report, filepath.Join(e.launcher.StateDir, "second-name")); err != nil {
+		t.Fatal(err)
+	}
+	canary, _ := prepareCanary(e.launcher.StateDir)
+	if _, _, hit, err := e.planFloorCached(p, 7, canary); hit || err == nil {
+		t.Fatalf("with a hard-linked file in the state directory: kept %v, err %v; want a refusal", hit, err)
+	}
+	os.Remove(filepath.Join(e.launcher.StateDir, "second-name"))
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatalf("with the link gone again, the kept plan was not used")
+	}
+
+	// Another policy is another key.
+	key, err := e.planKey(p, 7, canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := e.load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.pol.Rules = q.pol.Rules[:len(q.pol.Rules)-1]
+	if k2, _ := e.planKey(q, 7, canary); k2 == key {
+		t.Fatalf("a policy with a rule less has the same key")
+	}
+	if k2, _ := e.planKey(p, 6, canary); k2 == key {
+		t.Fatalf("another ABI has the same key")
+	}
+	v := *e.view
+	e.view = nil
+	if k2, _ := e.planKey(p, 7, canary); k2 == key {
+		t.Fatalf("no view has the same key")
+	}
+	e.view = &v
+
+	// A damaged entry, or one kept under another name, is not used.
+	entry := filepath.Join(e.planCache().dir, key)
+	b, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{b[:len(b)/2], append([]byte("x"), b[1:]...), nil} {
+		if err := os.WriteFile(entry, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, hit := cachedPlan(t, e, p); hit {
+			t.Fatalf("a damaged entry (%d bytes) was used", len(bad))
+		}
+	}
+	other := filepath.Join(e.planCache().dir, "0000")
+	if err := os.Rename(entry, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, _, err := decodePlanEntry(mustRead(t, other)); err != nil {
+		t.Fatal(err)
+	}
+	if pl, _, ok := (planCache{dir: e.planCache().dir}).get("0000", landlock.OS()); ok || pl != nil {
+		t.Fatalf("an entry kept under a name that is not its key was used")
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,0 +1,391 @@
+package landlock
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A plan is a function of the policy, the options and the filesystem's
+// answers to the planner's questions (FS), nothing else. Recorder keeps
+// those answers; a caller that asks every question again later
+// (Observations.Hold) and gets the same answers gets the same plan by
+// planning again, so it may use the one it kept instead. The answers are
+// compared, not timestamps: a change the planner could see is a change
+// in an answer, whenever it was made.
+
+// Observation is one question the planner asked of the filesystem and a
+// digest of the answer (the error included).
+type Observation struct {
+	Op   ObsOp    `json:"op"`
+	Path string   `json:"path"`
+	Sum  [32]byte `json:"sum"`
+}
+
+// ObsOp names an FS method.
+type ObsOp byte
+
+const (
+	ObsLstat   ObsOp = 'l'
+	ObsReadDir ObsOp = 'd'
+	ObsPseudo  ObsOp = 'p'
+	ObsResolve ObsOp = 'r'
+	// ObsLinks is the hard-link check's question (linkStat): of the
+	// answer only whether there is more than one link, and then the Info.
+	ObsLinks ObsOp = 'n'
+)
+
+// Observations are the questions of one or more planning passes, each once.
+type Observations []Observation
+
+// Recorder is an FS that records what the FS it wraps answers. It is safe
+// for concurrent use.
+type Recorder struct {
+	fs FS
+	mu sync.Mutex
+	// seen maps an operation on a path to the digest of its answer.
+	seen map[obsKey][32]byte
+	// changed: the same question got two answers (the filesystem changed
+	// while planning); the record proves nothing.
+	changed bool
+}
+
+type obsKey struct {
+	op   ObsOp
+	path string
+}
+
+// NewRecorder returns a Recorder over fsys.
+func NewRecorder(fsys FS) *Recorder {
+	return &Recorder{fs: fsys, seen: map[obsKey][32]byte{}}
+}
+
+func (r *Recorder) note(op ObsOp, path string, sum [32]byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := obsKey{op, path}
+	if old, ok := r.seen[k]; ok && old != sum {
+		r.changed = true
+	}
+	r.seen[k] = sum
+}
+
+func (r *Recorder) Lstat(path string) (Info, error) {
+	info, err := r.fs.Lstat(path)
+	r.note(ObsLstat, path, sumLstat(info, err))
+	return info, err
+}
+
+func (r *Recorder) ReadDir(path string) ([]DirEntry, error) {
+	entries, err := r.fs.ReadDir(path)
+	r.note(ObsReadDir, path, sumReadDir(entries, err))
+	return entries, err
+}
+
+func (r *Recorder) Pseudo(path string) bool {
+	p := r.fs.Pseudo(path)
+	r.note(ObsPseudo, path, sumPseudo(p))
+	return p
+}
+
+func (r *Recorder) Resolve(path string) (string, error) {
+	t, err := r.fs.Resolve(path)
+	r.note(ObsResolve, path, sumResolve(t, err))
+	return t, err
+}
+
+func (r *Recorder) linkStat(path string) (Info, bool) {
+	info, ok := linkStat(r.fs, path)
+	r.note(ObsLinks, path, sumLinks(info, ok))
+	return info, ok
+}
+
+// Observations returns what was recorded, in a stable order, and false
+// when the filesystem gave two answers to one question meanwhile.
+func (r *Recorder) Observations() (Observations, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(Observations, 0, len(r.seen))
+	for k, sum := range r.seen {
+		out = append(out, Observation{Op: k.op, Path: k.path, Sum: sum})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Op < out[j].Op
+	})
+	return out, !r.changed
+}
+
+// Hold asks fsys every recorded question again and reports whether every
+// answer is the recorded one. An unknown operation does not hold.
+func (obs Observations) Hold(fsys FS) bool {
+	for _, o := range obs {
+		var sum [32]byte
+		switch o.Op {
+		case ObsLstat:
+			sum = sumLstat(fsys.Lstat(o.Path))
+		case ObsReadDir:
+			sum = sumReadDir(fsys.ReadDir(o.Path))
+		case ObsPseudo:
+			sum = sumPseudo(fsys.Pseudo(o.Path))
+		case ObsResolve:
+			sum = sumResolve(fsys.Resolve(o.Path))
+		case ObsLinks:
+			sum = sumLinks(linkStat(fsys, o.Path))
+		default:
+			return false
+		}
+		if sum != o.Sum {
+			return false
+		}
+	}
+	return true
+}
+
+// The digests: SHA-256 of an unambiguous encoding of every field of the
+// answer (a collision would let a changed tree pass for the recorded one,
+// so the hash must resist one made on purpose), the error's text included.
+
+func newSum(op ObsOp) *summer {
+	s := &summer{h: sha256.New()}
+	s.h.Write([]byte{byte(op)})
+	return s
+}
+
+type summer struct {
+	h interface {
+		Write([]byte) (int, error)
+		Sum([]byte) []byte
+	}
+	n [8]byte
+}
+
+func (s *summer) u64(v uint64) {
+	binary.LittleEndian.PutUint64(s.n[:], v)
+	s.h.Write(s.n[:])
+}
+
+func (s *summer) str(v string) {
+	s.u64(uint64(len(v)))
+	s.h.Write([]byte(v))
+}
+
+func (s *summer) err(err error) {
+	if err == nil {
+		s.u64(0)
+		return
+	}
+	s.u64(1)
+	s.str(err.Error())
+}
+
+func (s *summer) sum() (out [32]byte) {
+	copy(out[:], s.h.Sum(nil))
+	return out
+}
+
+func boolU(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sumLstat(info Info, err error) [32]byte {
+	s := newSum(ObsLstat)
+	s.u64(uint64(info.Type))
+	s.u64(info.Dev)
+	s.u64(info.Ino)
+	s.u64(info.Nlink)
+	s.u64(boolU(info.View))
+	s.err(err)
+	return s.sum()
+}
+
+func sumReadDir(entries []DirEntry, err error) [32]byte {
+	s := newSum(ObsReadDir)
+	s.u64(uint64(len(entries)))
+	for _, e := range entries {
+		s.str(e.Name)
+		s.u64(uint64(e.Type))
+	}
+	s.err(err)
+	return s.sum()
+}
+
+func sumPseudo(p bool) [32]byte {
+	s := newSum(ObsPseudo)
+	s.u64(boolU(p))
+	return s.sum()
+}
+
+// sumResolve digests a symlink's resolution as the planner uses it: the
+// target, or only that there is none (link ignores the error). The
+// planning process's own /proc/PID is written /proc/self: a link through
+// /proc/self (/dev/fd, /etc/mtab) resolves into the process that asks,
+// which is no property of the filesystem (and not the agent's /proc/self
+// either); /dev/stderr into a pipe fails to resolve at all.
+func sumResolve(target string, err error) [32]byte {
+	s := newSum(ObsResolve)
+	if err != nil {
+		s.u64(1)
+		return s.sum()
+	}
+	s.u64(0)
+	s.str(selfProc(target))
+	return s.sum()
+}
+
+// selfProc rewrites "/proc/PID" (this process's) as "/proc/self", and a
+// task of it, "/proc/self/task/TID", as "/proc/thread-self".
+func selfProc(s string) string {
+	own := "/proc/" + strconv.Itoa(os.Getpid())
+	var b strings.Builder
+	for {
+		i := strings.Index(s, own)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		rest := s[i+len(own):]
+		if rest != "" && rest[0] != '/' {
+			// "/proc/12" in "/proc/123": another process.
+			b.WriteString(s[:i+len(own)])
+			s = rest
+			continue
+		}
+		b.WriteString(s[:i])
+		if t, ok := strings.CutPrefix(rest, "/task/"); ok {
+			n := 0
+			for n < len(t) && t[n] >= '0' && t[n] <= '9' {
+				n++
+			}
+			if n > 0 && (n == len(t) || t[n] == '/') {
+				b.WriteString("/proc/thread-self")
+				s = t[n:]
+				continue
+			}
+		}
+		b.WriteString("/proc/self")
+		s = rest
+	}
+}
+
+func sumLinks(info Info, ok bool) [32]byte {
+	s := newSum(ObsLinks)
+	s.u64(boolU(ok))
+	if ok {
+		s.u64(uint64(info.Type))
+		s.u64(info.Dev)
+		s.u64(info.Ino)
+		s.u64(info.Nlink)
+		s.u64(boolU(info.View))
+	}
+	return s.sum()
+}
+
+// String is for test failures.
+func (o Observation) String() string {
+	return fmt.Sprintf("%c %s %x", o.Op, o.Path, o.Sum[:6])
+}
+
+// MarshalBinary encodes obs compactly: per observation its operation, its
+// digest, and its path with the path's length before it.
+func (obs Observations) MarshalBinary() ([]byte, error) {
+	b := binary.AppendUvarint(nil, uint64(len(obs)))
+	for _, o := range obs {
+		b = append(b, byte(o.Op))
+		b = append(b, o.Sum[:]...)
+		b = binary.AppendUvarint(b, uint64(len(o.Path)))
+		b = append(b, o.Path...)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary decodes what MarshalBinary encoded.
+func (obs *Observations) UnmarshalBinary(b []byte) error {
+	bad := fmt.Errorf("landlock: observations: truncated or malformed")
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return bad
+	}
+	b = b[k:]
+	out := make(Observations, 0, n)
+	for range n {
+		if len(b) < 33 {
+			return bad
+		}
+		o := Observation{Op: ObsOp(b[0])}
+		copy(o.Sum[:], b[1:33])
+		b = b[33:]
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return bad
+		}
+		o.Path = string(b[k : k+int(l)])
+		b = b[k+int(l):]
+		out = append(out, o)
+	}
+	if len(b) != 0 {
+		return bad
+	}
+	*obs = out
+	return nil
+}
+
+// planWire is a Plan with the fields its JSON form leaves out.
+type planWire struct {
+	Plan      *Plan       `json:"plan"`
+	Handled   uint64      `json:"handled"`
+	Scoped    uint64      `json:"scoped"`
+	Access    []uint64    `json:"access"`
+	Carved    [][2]uint64 `json:"carved"`
+	Protected [][3]uint64 `json:"protected"`
+}
+
+// EncodePlan encodes pl whole, for DecodePlan (a plan cache): its JSON
+// form, and beside it the rights, devices and inodes that form leaves out.
+func EncodePlan(pl *Plan) ([]byte, error) {
+	w := planWire{Plan: pl, Handled: uint64(pl.Handled), Scoped: uint64(pl.Scoped)}
+	for _, r := range pl.Rules {
+		w.Access = append(w.Access, uint64(r.Access))
+	}
+	for _, c := range pl.Carved {
+		w.Carved = append(w.Carved, [2]uint64{c.Dev, c.Ino})
+	}
+	for _, p := range pl.Protected {
+		w.Protected = append(w.Protected, [3]uint64{uint64(p.Type), p.Dev, p.Ino})
+	}
+	return json.Marshal(w)
+}
+
+// DecodePlan decodes what EncodePlan encoded.
+func DecodePlan(b []byte) (*Plan, error) {
+	var w planWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("landlock: decoding a plan: %w", err)
+	}
+	pl := w.Plan
+	if pl == nil || len(w.Access) != len(pl.Rules) || len(w.Carved) != len(pl.Carved) || len(w.Protected) != len(pl.Protected) {
+		return nil, fmt.Errorf("landlock: decoding a plan: inconsistent")
+	}
+	pl.Handled, pl.Scoped = Access(w.Handled), Scope(w.Scoped)
+	for i := range pl.Rules {
+		pl.Rules[i].Access = Access(w.Access[i])
+	}
+	for i := range pl.Carved {
+		pl.Carved[i].Dev, pl.Carved[i].Ino = w.Carved[i][0], w.Carved[i][1]
+	}
+	for i := range pl.Protected {
+		pl.Protected[i].Type, pl.Protected[i].Dev, pl.Protected[i].Ino = FileType(w.Protected[i][0]), w.Protected[i][1], w.Protected[i][2]
+	}
+	return pl, nil
+}
