@@ -66,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./rules
 	$(GO) test -run '^$$' -fuzz '^FuzzSubtree$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME) ./landlock
+	$(GO) test -run '^$$' -fuzz '^FuzzPlanReplay$$' -fuzztime $(FUZZTIME) ./landlock
 
 lint:
 	$(GO) vet ./...

@@ -1,6 +1,7 @@
 package landlock
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,8 +10,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
 
@@ -124,7 +127,7 @@ func planFlow(whole *tiers.Matcher, abi int, fsys FS, binds bool) (*Plan, error)
 		if err != nil {
 			return nil, err
 		}
-		floor, err := tiers.Compile(q)
+		floor, err := compileFloorMemo(q)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +142,40 @@ func planFlow(whole *tiers.Matcher, abi int, fsys FS, binds bool) (*Plan, error)
 		unbound = append(unbound, pl.Unbound...)
 	}
 	return nil, errors.New("unbound paths keep changing")
+}
+
+// floorMemo caches the floors planFlow compiles, by the policy's JSON
+// form: the fuzzer plans the same few floors many times, and compiling
+// dominates.
+var (
+	floorMemoMu sync.Mutex
+	floorMemo   = map[string]*tiers.Matcher{}
+)
+
+func compileFloorMemo(q *rules.Policy) (*tiers.Matcher, error) {
+	b, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range q.Rules { // Globs are not in the JSON form
+		for _, g := range r.Globs {
+			b = fmt.Appendf(b, "\x00%s", g.Text)
+		}
+		b = append(b, '\x01')
+	}
+	floorMemoMu.Lock()
+	m, ok := floorMemo[string(b)]
+	floorMemoMu.Unlock()
+	if ok {
+		return m, nil
+	}
+	if m, err = tiers.Compile(q); err != nil {
+		return nil, err
+	}
+	floorMemoMu.Lock()
+	floorMemo[string(b)] = m
+	floorMemoMu.Unlock()
+	return m, nil
 }
 
 // replayStats counts, across the property's inputs, the mutated snapshots

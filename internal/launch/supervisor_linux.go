@@ -108,6 +108,10 @@ type Pending struct {
 	subreaper bool
 	ended     bool
 	done      bool
+	// starting is closed once the init stage has started, or startErr
+	// says why it did not.
+	starting chan struct{}
+	startErr error
 }
 
 // Start runs step 1 of the sync protocol for s: it reads only s's stdio,
@@ -151,11 +155,26 @@ func Start(s Session) (*Pending, error) {
 		return nil, &SetupError{err.Error()}
 	}
 	p.conn = conn
-	defer child.Close()
-
 	if p.pty, err = newSessionPTY(s.Stdin, s.Stdout, s.Stderr); err != nil {
+		child.Close()
 		return nil, &SetupError{err.Error()}
 	}
+	// The fork and execve of the init stage take milliseconds, which the
+	// caller spends on its own work (loading the policy, planning) until
+	// Run or Abort waits for them.
+	p.starting = make(chan struct{})
+	go func() {
+		defer close(p.starting)
+		defer child.Close()
+		p.startErr = p.start(s, child)
+	}()
+	ok = true
+	return p, nil
+}
+
+// start starts the init stage (os/exec's fork and execve, from a locked
+// thread) with child as its end of the sync socket.
+func (p *Pending) start(s Session, child *os.File) error {
 	newCmd := func() *exec.Cmd { return initCmd(s, child, p.pty) }
 	p.cmd = newCmd()
 	if p.cg != nil {
@@ -163,6 +182,7 @@ func Start(s Session) (*Pending, error) {
 		// the session's cgroup from its first instruction.
 		p.cmd.SysProcAttr.UseCgroupFD, p.cmd.SysProcAttr.CgroupFD = true, p.cg.fd()
 	}
+	var err error
 	p.exited, err = startLocked(p.cmd)
 	if err != nil && p.cg != nil {
 		// Fail closed to the subreaper alone, and say so.
@@ -181,13 +201,18 @@ func Start(s Session) (*Pending, error) {
 	if err != nil {
 		p.exited = nil
 		if p.view && isNamespaceRefusal(err) {
-			return nil, &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
+			return &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
 		}
-		return nil, &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
+		return &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
 	}
-	ok = true
 	Trace("init stage started")
-	return p, nil
+	return nil
+}
+
+// wait waits until the init stage has started, or failed to.
+func (p *Pending) wait() error {
+	<-p.starting
+	return p.startErr
 }
 
 // kill ends the init stage, if it was started, and reaps it.
@@ -235,6 +260,7 @@ func (p *Pending) Abort() {
 	if p == nil || p.done {
 		return
 	}
+	p.wait()
 	p.kill()
 	p.cleanup()
 }
@@ -246,6 +272,9 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		return 0, &SetupError{"init stage: already used"}
 	}
 	defer p.cleanup()
+	if err := p.wait(); err != nil {
+		return 0, err
+	}
 	if (s.View != nil) != p.view {
 		p.kill()
 		return 0, &SetupError{"init stage: started for another kind of session (with or without a view)"}
