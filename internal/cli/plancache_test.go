@@ -187,3 +187,88 @@ func mustRead(t *testing.T, name string) []byte {
 	}
 	return b
 }
+
+// A kept plan is read only from a real directory and a real file: a
+// symlink at an entry's name (a later session could write the plan
+// through its target, the agent's own cache) or at plans/ itself is not
+// followed, by get or by put (found in review: H2).
+func TestPlanCacheNoSymlinks(t *testing.T) {
+	e, p, _ := planCacheEnv(t)
+	elsewhere := filepath.Join(e.launcher.StateDir, "caches", "_global")
+	if err := os.MkdirAll(elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, hit := cachedPlan(t, e, p); hit {
+		t.Fatal("a plan from an empty cache")
+	}
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatal("control: the kept plan was not used")
+	}
+	canary, _ := prepareCanary(e.launcher.StateDir)
+	key, err := e.planKey(p, 7, canary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := e.planCache().dir
+	if err := os.Rename(filepath.Join(dir, key), filepath.Join(elsewhere, "kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(elsewhere, "kept"), filepath.Join(dir, key)); err != nil {
+		t.Fatal(err)
+	}
+	if _, hit := cachedPlan(t, e, p); hit {
+		t.Fatalf("an entry that is a symlink was used")
+	}
+	if st, err := os.Lstat(filepath.Join(dir, key)); err != nil || !st.Mode().IsRegular() {
+		t.Fatalf("the new plan did not replace the symlink with a file of its own: %v %v", st, err)
+	}
+
+	// plans/ a symlink to a directory someone else can write.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.Rename(dir, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, dir); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(other)
+	if _, hit := cachedPlan(t, e, p); hit {
+		t.Fatalf("a plan was read through a symlinked plans directory")
+	}
+	after, _ := os.ReadDir(other)
+	if len(after) != len(before) {
+		t.Fatalf("put wrote through a symlinked plans directory: %d entries, then %d", len(before), len(after))
+	}
+}
+
+// The automata cache is read as carefully: no symlink, no second link.
+func TestFileCacheChecks(t *testing.T) {
+	dir := t.TempDir()
+	c := fileCache{dir: dir}
+	c.Put("k", []byte("value"))
+	if b, ok := c.Get("k"); !ok || string(b) != "value" {
+		t.Fatalf("control: Get after Put: %q %v", b, ok)
+	}
+	if err := os.Link(filepath.Join(dir, "k"), filepath.Join(dir, "second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get("k"); ok {
+		t.Fatalf("an entry with a second hard link was used")
+	}
+	os.Remove(filepath.Join(dir, "second"))
+	if err := os.Rename(filepath.Join(dir, "k"), filepath.Join(dir, "target")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target", filepath.Join(dir, "k")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get("k"); ok {
+		t.Fatalf("an entry that is a symlink was used")
+	}
+	if err := os.Chmod(filepath.Join(dir, "target"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get("target"); ok {
+		t.Fatalf("an entry others may write was used")
+	}
+}
