@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
+	"github.com/agent-launcher/agent-launcher/tiers"
 )
 
 // planCacheEnv is a home with a workspace and a state directory under a
@@ -270,5 +271,49 @@ func TestFileCacheChecks(t *testing.T) {
 	}
 	if _, ok := c.Get("target"); ok {
 		t.Fatalf("an entry others may write was used")
+	}
+}
+
+// The launcher's state directory at its default place stays denied when
+// XDG_STATE_HOME moves this run's elsewhere: a session of that other
+// configuration whose policy grants ~/.local/state could otherwise rewrite
+// the plans and automata the default configuration's sessions trust
+// (found in review: H1).
+func TestDefaultStateDirDenied(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(tmp, "home")
+	ws := filepath.Join(home, "ws")
+	cfg := filepath.Join(tmp, "grant.toml")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("[file_policy]\ndefault = \"deny\"\nwrite_paths = [\"<workspace>/**\", \"~/.local/state/**\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(tmp, "config"))
+	t.Setenv("XDG_STATE_HOME", filepath.Join(home, "st2"))
+	t.Setenv("AGENT_LAUNCHER_CONFIG", "")
+	t.Chdir(ws)
+	e, err := resolveEnv(&policyFlags{config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]tiers.Verdict{
+		filepath.Join(home, ".local/state/agent-launcher/plans/k"): tiers.Denied,
+		filepath.Join(home, ".local/state/agent-launcher/cache/k"): tiers.Denied,
+		filepath.Join(home, "st2/agent-launcher/plans/k"):          tiers.Denied,
+		filepath.Join(home, ".local/state/other/x"):                tiers.Allowed, // control: the grant works
+	} {
+		if got := p.m.Decide(path, tiers.OpWrite).Verdict; got != want {
+			t.Errorf("write %s: %v, want %v", path, got, want)
+		}
 	}
 }
