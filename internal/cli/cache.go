@@ -1,15 +1,156 @@
 package cli
 
 import (
-	"golang.org/x/sys/unix"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+
+	"golang.org/x/sys/unix"
 )
 
+// The launcher keeps two caches in its state directory, which the
+// built-in denylist keeps from every agent: compiled automata (cache/,
+// fileCache) and plans (plans/, planCache). What is read back from either
+// decides what a later session may do, so an entry is read only from a
+// real directory and a real file, both this user's and no one else's to
+// write, and a file with a single link: a symlink or a second hard link
+// is a name through which something else (another session's cache, a
+// workspace) could write the entry. Failures are silent: a miss only
+// costs the work the entry saves.
+
+// entryDir is an open directory of cached entries.
+type entryDir struct{ f *os.File }
+
+// openEntryDir opens dir without following a symlink at its last
+// component, and checks it; with create, it makes dir first (mode 0700).
+func openEntryDir(dir string, create bool) (entryDir, error) {
+	if create {
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return entryDir{}, err
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return entryDir{}, err
+		}
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return entryDir{}, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || !ownedPrivate(&st, unix.S_IFDIR) {
+		f.Close()
+		return entryDir{}, fmt.Errorf("%s: not a directory of this user's that only it may write", dir)
+	}
+	return entryDir{f}, nil
+}
+
+// ownedPrivate: of type typ, this user's, writable by no one else.
+func ownedPrivate(st *unix.Stat_t, typ uint32) bool {
+	return st.Mode&unix.S_IFMT == typ && int(st.Uid) == os.Geteuid() && st.Mode&0o022 == 0
+}
+
+func (d entryDir) close() { d.f.Close() }
+
+// open opens the entry name for reading: a regular file with one link,
+// this user's, no one else's to write, of at most max bytes.
+func (d entryDir) open(name string, max int64) (*os.File, int64, bool) {
+	if !validEntryName(name) {
+		return nil, 0, false
+	}
+	fd, err := unix.Openat(int(d.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || !ownedPrivate(&st, unix.S_IFREG) || st.Nlink != 1 || st.Size > max || st.Size == 0 {
+		unix.Close(fd)
+		return nil, 0, false
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(d.f.Name(), name)), st.Size, true
+}
+
+// read returns the content of the entry name (open's checks).
+func (d entryDir) read(name string, max int64) ([]byte, bool) {
+	f, size, ok := d.open(name, max)
+	if !ok {
+		return nil, false
+	}
+	defer f.Close()
+	b := make([]byte, size)
+	n, err := f.ReadAt(b, 0)
+	if err != nil || int64(n) != size {
+		return nil, false
+	}
+	return b, true
+}
+
+// write replaces the entry name with b: a new file, made exclusively,
+// renamed over the old name.
+func (d entryDir) write(name string, b []byte) error {
+	if !validEntryName(name) {
+		return fmt.Errorf("cache entry %q: not a plain name", name)
+	}
+	dfd := int(d.f.Fd())
+	for range 8 {
+		tmp := fmt.Sprintf(".tmp-%016x", rand.Uint64())
+		fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), tmp)
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = unix.Renameat(dfd, tmp, dfd, name)
+		}
+		if err != nil {
+			unix.Unlinkat(dfd, tmp, 0)
+		}
+		return err
+	}
+	return errors.New("cache entry: no free temporary name")
+}
+
+// prune removes the least recently written entries beyond keep.
+func (d entryDir) prune(keep int) {
+	names, err := d.f.Readdirnames(-1)
+	if _, serr := d.f.Seek(0, 0); err != nil || serr != nil || len(names) <= keep {
+		return
+	}
+	type aged struct {
+		name string
+		mod  int64
+	}
+	var all []aged
+	dfd := int(d.f.Fd())
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Fstatat(dfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			all = append(all, aged{n, st.Mtim.Nano()})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mod < all[j].mod })
+	for _, e := range all[:max(len(all)-keep, 0)] {
+		unix.Unlinkat(dfd, e.name, 0)
+	}
+}
+
+// validEntryName: a single path component, not "." or "..".
+func validEntryName(name string) bool {
+	return name != "" && name != "." && name != ".." && filepath.Base(name) == name && name[0] != '/'
+}
+
 // fileCache is the compiled-automata cache (tiers.Cache) in the launcher's
-// state directory, which the built-in denylist keeps from agents. Failures
-// are silent: a miss only costs a compile.
+// state directory.
 type fileCache struct{ dir string }
 
 // maxCacheEntries bounds the cache; the least recently written go first.
@@ -19,21 +160,19 @@ const maxCacheEntries = 16
 const maxCacheEntry = 64 << 20
 
 func (c fileCache) Get(key string) ([]byte, bool) {
-	f, err := os.Open(filepath.Join(c.dir, key))
+	d, err := openEntryDir(c.dir, false)
 	if err != nil {
 		return nil, false
 	}
+	defer d.close()
+	f, size, ok := d.open(key, maxCacheEntry)
+	if !ok {
+		return nil, false
+	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() > maxCacheEntry {
-		return nil, false
-	}
-	if st.Size() == 0 {
-		return nil, false
-	}
 	// Mapped, not read: the entry's tables are used in place (tiers.Cache).
 	// The mapping lives as long as the process.
-	b, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE)
 	if err != nil {
 		return nil, false
 	}
@@ -41,41 +180,12 @@ func (c fileCache) Get(key string) ([]byte, bool) {
 }
 
 func (c fileCache) Put(key string, value []byte) {
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return
-	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
+	d, err := openEntryDir(c.dir, true)
 	if err != nil {
 		return
 	}
-	_, err = tmp.Write(value)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || os.Rename(tmp.Name(), filepath.Join(c.dir, key)) != nil {
-		os.Remove(tmp.Name())
-		return
-	}
-	c.prune()
-}
-
-func (c fileCache) prune() {
-	entries, err := os.ReadDir(c.dir)
-	if err != nil || len(entries) <= maxCacheEntries {
-		return
-	}
-	type aged struct {
-		name string
-		mod  int64
-	}
-	var all []aged
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil {
-			all = append(all, aged{e.Name(), info.ModTime().UnixNano()})
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].mod < all[j].mod })
-	for _, e := range all[:len(all)-maxCacheEntries] {
-		os.Remove(filepath.Join(c.dir, e.name))
+	defer d.close()
+	if d.write(key, value) == nil {
+		d.prune(maxCacheEntries)
 	}
 }

@@ -8,10 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"syscall"
 
 	"github.com/agent-launcher/agent-launcher/internal/launch"
@@ -143,24 +141,13 @@ func (e *env) planCache() planCache {
 // every question as it did; fsys is the filesystem the plan was made on
 // (landlock.OS(), the host's: the recorder sat below the view).
 func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, bool) {
-	f, err := os.Open(filepath.Join(c.dir, key))
+	d, err := openEntryDir(c.dir, false)
 	if err != nil {
-		if os.Getenv("AL_MARK") != "" {
-			fmt.Fprintln(os.Stderr, "NOKEY", key)
-		}
 		return nil, nil, false
 	}
-	defer f.Close()
-	// One link, this user's, no one else's to write: the hard-link check
-	// does not list this directory (planFloorOn), so an entry with a
-	// second name, which someone could write through, is not used.
-	var st syscall.Stat_t
-	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG ||
-		st.Nlink != 1 || int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 || st.Size > maxPlanEntry {
-		return nil, nil, false
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPlanEntry))
-	if err != nil {
+	defer d.close()
+	b, ok := d.read(key, maxPlanEntry)
+	if !ok {
 		return nil, nil, false
 	}
 	k, obs, pl, notes, err := decodePlanEntry(b)
@@ -185,42 +172,13 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 	if err != nil {
 		return
 	}
-	if err := os.MkdirAll(c.dir, 0o700); err != nil {
-		return
-	}
-	tmp, err := os.CreateTemp(c.dir, ".tmp-*")
+	d, err := openEntryDir(c.dir, true)
 	if err != nil {
 		return
 	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || os.Rename(tmp.Name(), filepath.Join(c.dir, key)) != nil {
-		os.Remove(tmp.Name())
-		return
-	}
-	c.prune()
-}
-
-func (c planCache) prune() {
-	entries, err := os.ReadDir(c.dir)
-	if err != nil || len(entries) <= maxPlanEntries {
-		return
-	}
-	type aged struct {
-		name string
-		mod  int64
-	}
-	var all []aged
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil {
-			all = append(all, aged{e.Name(), info.ModTime().UnixNano()})
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].mod < all[j].mod })
-	for _, e := range all[:max(len(all)-maxPlanEntries, 0)] {
-		os.Remove(filepath.Join(c.dir, e.name))
+	defer d.close()
+	if d.write(key, b) == nil {
+		d.prune(maxPlanEntries)
 	}
 }
 
@@ -233,10 +191,13 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 	// The directories the launcher writes in exist before it plans: made
 	// after, they would change the state directory's listing, which the
 	// plan depends on (the hard-link check lists it), once.
-	for _, d := range []string{c.dir, filepath.Dir(reviewFile(e.launcher.StateDir))} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			kerr = err
-		}
+	if d, err := openEntryDir(c.dir, true); err != nil {
+		kerr = err
+	} else {
+		d.close()
+	}
+	if err := os.MkdirAll(filepath.Dir(reviewFile(e.launcher.StateDir)), 0o700); err != nil {
+		kerr = err
 	}
 	if kerr == nil {
 		if pl, notes, ok := c.get(key, landlock.OS()); ok {
