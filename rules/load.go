@@ -35,8 +35,13 @@ type LauncherPaths struct {
 	ConfigDir   string   // denied, with everything under it
 	AgentsDir   string   // agents/ beside the policy file; denied, with everything under it
 	StateDir    string   // denied, with everything under it
-	RuntimeDir  string   // approval sockets; denied, with everything under it
-	AuditLog    string   // denied
+	// OtherStateDirs are state directories of other configurations (the
+	// default place when XDG_STATE_HOME moves this one): their kept plans
+	// and automata decide what those sessions may do. Denied, with
+	// everything under them.
+	OtherStateDirs []string
+	RuntimeDir     string // approval sockets; denied, with everything under it
+	AuditLog       string // denied
 }
 
 // Options says what to load and how to expand it.
@@ -673,6 +678,9 @@ func (b *builder) addBuiltins() {
 	launcher(lp.ConfigDir, true, KindTier, "the launcher's configuration")
 	launcher(lp.AgentsDir, true, KindTier, "the launcher's agent policies")
 	launcher(lp.StateDir, true, KindTier, "the launcher's state")
+	for _, d := range lp.OtherStateDirs {
+		launcher(d, true, KindTier, "the launcher's state (another configuration's)")
+	}
 	launcher(lp.RuntimeDir, true, KindTier, "the launcher's approval sockets")
 	launcher(lp.AuditLog, false, KindTier, "the launcher's audit log")
 	launcher(lp.Executable, false, KindWriteProtect, "the launcher's own executable")

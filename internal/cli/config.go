@@ -206,6 +206,11 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 	if def := filepath.Join(os.Getenv("HOME"), ".config", "agent-launcher"); def != lp.ConfigDir {
 		lp.ConfigFiles = append(lp.ConfigFiles, def+"/")
 	}
+	// The state directory's default place too: the sessions of a run
+	// without XDG_STATE_HOME trust the plans and automata kept there.
+	if def := filepath.Join(os.Getenv("HOME"), ".local", "state", "agent-launcher"); def != lp.StateDir && filepath.IsAbs(def) {
+		lp.OtherStateDirs = append(lp.OtherStateDirs, def)
+	}
 	if v := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(v) {
 		lp.RuntimeDir = filepath.Join(v, "agent-launcher")
 	} else {
@@ -232,6 +237,11 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 			if c, err := canonical(*p); err == nil {
 				*p = c
 			}
+		}
+	}
+	for i, d := range lp.OtherStateDirs {
+		if c, err := canonical(d); err == nil {
+			lp.OtherStateDirs[i] = c
 		}
 	}
 	// Config files as given and as resolved: replacing the given name (a
