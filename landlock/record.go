@@ -244,39 +244,24 @@ func sumResolve(target string, err error) [32]byte {
 	return s.sum()
 }
 
-// selfProc rewrites "/proc/PID" (this process's) as "/proc/self", and a
-// task of it, "/proc/self/task/TID", as "/proc/thread-self".
+// selfProc rewrites a path that starts with "/proc/PID" (this process's)
+// as "/proc/self", and one in a task of it, "/proc/PID/task/TID", as
+// "/proc/thread-self".
 func selfProc(s string) string {
-	own := "/proc/" + strconv.Itoa(os.Getpid())
-	var b strings.Builder
-	for {
-		i := strings.Index(s, own)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		rest := s[i+len(own):]
-		if rest != "" && rest[0] != '/' {
-			// "/proc/12" in "/proc/123": another process.
-			b.WriteString(s[:i+len(own)])
-			s = rest
-			continue
-		}
-		b.WriteString(s[:i])
-		if t, ok := strings.CutPrefix(rest, "/task/"); ok {
-			n := 0
-			for n < len(t) && t[n] >= '0' && t[n] <= '9' {
-				n++
-			}
-			if n > 0 && (n == len(t) || t[n] == '/') {
-				b.WriteString("/proc/thread-self")
-				s = t[n:]
-				continue
-			}
-		}
-		b.WriteString("/proc/self")
-		s = rest
+	rest, ok := strings.CutPrefix(s, "/proc/"+strconv.Itoa(os.Getpid()))
+	if !ok || rest != "" && rest[0] != '/' {
+		return s // another process's, or no /proc path
 	}
+	if t, ok := strings.CutPrefix(rest, "/task/"); ok {
+		n := 0
+		for n < len(t) && t[n] >= '0' && t[n] <= '9' {
+			n++
+		}
+		if n > 0 && (n == len(t) || t[n] == '/') {
+			return "/proc/thread-self" + t[n:]
+		}
+	}
+	return "/proc/self" + rest
 }
 
 func sumLinks(info Info, ok bool) [32]byte {
@@ -314,7 +299,7 @@ func (obs Observations) MarshalBinary() ([]byte, error) {
 func (obs *Observations) UnmarshalBinary(b []byte) error {
 	bad := fmt.Errorf("landlock: observations: truncated or malformed")
 	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)) {
+	if k <= 0 || n > uint64(len(b)-k)/34 { // 34: the least an observation takes
 		return bad
 	}
 	b = b[k:]

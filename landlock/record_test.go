@@ -1,6 +1,7 @@
 package landlock
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -413,14 +414,14 @@ func TestObservationDigestsEveryField(t *testing.T) {
 func TestSelfProc(t *testing.T) {
 	pid := strconv.Itoa(os.Getpid())
 	for in, want := range map[string]string{
-		"/proc/" + pid + "/fd":                   "/proc/self/fd",
-		"/proc/" + pid:                           "/proc/self",
-		"/proc/" + pid + "/task/77/fd/1":         "/proc/thread-self/fd/1",
-		"/proc/" + pid + "/task/x":               "/proc/self/task/x",
-		"/proc/" + pid + "7/fd":                  "/proc/" + pid + "7/fd",
-		"/proc/1/fd":                             "/proc/1/fd",
-		"/dev/pts/3":                             "/dev/pts/3",
-		"lstat /proc/" + pid + "/fd/pipe:[1]: x": "lstat /proc/self/fd/pipe:[1]: x",
+		"/proc/" + pid + "/fd":           "/proc/self/fd",
+		"/proc/" + pid:                   "/proc/self",
+		"/proc/" + pid + "/task/77/fd/1": "/proc/thread-self/fd/1",
+		"/proc/" + pid + "/task/x":       "/proc/self/task/x",
+		"/proc/" + pid + "7/fd":          "/proc/" + pid + "7/fd",
+		"/proc/1/fd":                     "/proc/1/fd",
+		"/dev/pts/3":                     "/dev/pts/3",
+		"/home/u/ws/proc/" + pid + "/x":  "/home/u/ws/proc/" + pid + "/x",
 	} {
 		if got := selfProc(in); got != want {
 			t.Errorf("selfProc(%q) = %q, want %q", in, got, want)
@@ -449,6 +450,12 @@ func TestObservationsBinary(t *testing.T) {
 	}
 	if err := got.UnmarshalBinary(append(b, 0)); err == nil {
 		t.Fatalf("trailing bytes decoded")
+	}
+	// A count the bytes cannot hold is refused before anything is
+	// allocated for it.
+	huge := binary.AppendUvarint(nil, 1<<40)
+	if err := got.UnmarshalBinary(append(huge, make([]byte, 100)...)); err == nil {
+		t.Fatalf("a count of 2^40 observations in 100 bytes decoded")
 	}
 	if (Observations{{Op: 'z', Path: "/"}}).Hold(newMemFS()) {
 		t.Fatalf("an unknown operation holds")
