@@ -30,6 +30,10 @@ import (
 // doubt (a key that cannot be made, an entry that does not decode, a
 // filesystem that changed while planning) plans afresh.
 
+// planCacheVar, set to 0, makes run plan afresh every time and keep
+// nothing (to measure planning, or to rule the cache out).
+const planCacheVar = "AGENT_LAUNCHER_PLAN_CACHE"
+
 // planCacheFormat changes whenever the entry's layout or what the key
 // digests changes.
 const planCacheFormat = "agent-launcher plan cache v1"
@@ -186,6 +190,13 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 // still answers as it did, else a new plan, kept for the next run when it
 // depends on nothing but the key and the answers. cached says which.
 func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
+	if os.Getenv(planCacheVar) == "0" {
+		pl, _, notes, err = e.planFloor(p, abi, canary)
+		if err == nil {
+			launch.Trace("floor: planned (%d rules; %s=0)", len(pl.Rules), planCacheVar)
+		}
+		return pl, notes, false, err
+	}
 	key, kerr := e.planKey(p, abi, canary)
 	c := e.planCache()
 	// The directories the launcher writes in exist before it plans: made

@@ -317,3 +317,22 @@ func TestDefaultStateDirDenied(t *testing.T) {
 		}
 	}
 }
+
+// AGENT_LAUNCHER_PLAN_CACHE=0 plans afresh and keeps nothing.
+func TestPlanCacheOff(t *testing.T) {
+	e, p, _ := planCacheEnv(t)
+	t.Setenv(planCacheVar, "0")
+	for range 2 {
+		if _, hit := cachedPlan(t, e, p); hit {
+			t.Fatalf("a kept plan was used with %s=0", planCacheVar)
+		}
+	}
+	if ents, _ := os.ReadDir(e.planCache().dir); len(ents) != 0 {
+		t.Fatalf("%s=0 kept %d plans", planCacheVar, len(ents))
+	}
+	t.Setenv(planCacheVar, "")
+	cachedPlan(t, e, p)
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatalf("control: with the cache on, the second plan was not the kept one")
+	}
+}

@@ -12,9 +12,11 @@
 //     of /bin/true and against floor's sandbox arm (the least a Landlock
 //     launcher does), all timed by floor's exec arm; with a minimal policy
 //     file and with the embedded default policy (a throwaway HOME), warm
-//     and cold (an empty HOME each start, so no cached state). The
-//     `version` and `check --landlock` arms split the difference into Go
-//     start-up, policy compilation and planning, and the init stage.
+//     and cold (an empty HOME each start, so no cached state), and with
+//     the plan cache off (AGENT_LAUNCHER_PLAN_CACHE=0: planned afresh,
+//     the automata kept). The `version` arm is the Go start-up,
+//     `check --landlock` loading and planning afresh; run's own phases
+//     come from AGENT_LAUNCHER_TRACE, medians over as many runs.
 //   - open: floor's open()+close() loop of a file in the workspace run
 //     under the launcher, against floor restricting itself with Landlock
 //     (read on "/", every right on the workspace: the launcher's shape)
@@ -40,12 +42,14 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
 	"go/parser"
 	"go/token"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
@@ -360,20 +364,11 @@ func (b *bench) floorNs(env []string, argv ...string) (float64, error) {
 
 func (b *bench) startup() error {
 	b.logf("start-up: %d rounds of %d start-ups per arm", b.rounds, b.execIters)
-	n := strconv.Itoa(b.execIters)
 	env := b.env()
 	execMs := func(argv ...string) func() (float64, error) {
-		return func() (float64, error) {
-			ns, err := b.floorNs(env, append([]string{b.floor, "exec", n}, argv...)...)
-			if err != nil {
-				// floor discards the child's output; run it to show why.
-				if _, err2 := output(env, b.ws, argv...); err2 != nil {
-					err = err2
-				}
-			}
-			return ns / 1e6, err
-		}
+		return func() (float64, error) { return b.execMs(env, argv...) }
 	}
+	noCache := b.env("AGENT_LAUNCHER_PLAN_CACHE=0")
 	// A cold start has an empty HOME, so no state the launcher keeps
 	// there (the compiled-policy cache) survives from an earlier start.
 	cold := 0
@@ -415,6 +410,7 @@ func (b *bench) startup() error {
 		{"check --landlock, minimal policy", execMs(check(b.pmin)...)},
 		{"run -- /bin/true, minimal policy", execMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
 		{"  the same, cold (empty HOME)", coldMs(b.confined(b.pmin, b.ws, "/bin/true")...)},
+		{"  the same, plan cache off", func() (float64, error) { return b.execMs(noCache, b.confined(b.pmin, b.ws, "/bin/true")...) }},
 		{"check --landlock, default policy", execMs(check("")...)},
 		{"run -- /bin/true, default policy", execMs(b.confined("", b.ws, "/bin/true")...)},
 		{"  the same, cold (empty HOME)", coldMs(b.confined("", b.ws, "/bin/true")...)},
@@ -437,9 +433,14 @@ func (b *bench) startup() error {
 		b.row(a.name, s[i], "%.2f", cmp, verdict)
 	}
 	b.out.flush()
-	fmt.Printf("  split of run's overhead (minimal policy): Go start-up %+.1f ms, policy load+compile+plan %+.1f ms, init stage+Landlock+execve %+.1f ms\n",
-		median(s[2])-base, median(s[4])-median(s[2]), median(s[5])-median(s[4]))
-	fmt.Printf("  a cold start costs %+.1f ms more (minimal policy), %+.1f ms (default policy)\n", median(s[6])-median(s[5]), median(s[9])-median(s[8]))
+	fmt.Printf("  a cold start (no kept automata or plan) costs %+.1f ms more (minimal policy), %+.1f ms (default policy); planning afresh with the automata kept %+.1f ms\n",
+		median(s[6])-median(s[5]), median(s[10])-median(s[9]), median(s[7])-median(s[5]))
+	if phases, err := b.phases(env, b.confined(b.pmin, b.ws, "/bin/true")); err == nil {
+		fmt.Printf("  where run's time goes (minimal policy, AGENT_LAUNCHER_TRACE, medians of %d runs): the Go start-up before main, about %.1f ms (version), then from main:\n    %s\n",
+			b.rounds, median(s[2])-base, phases)
+	} else {
+		fmt.Printf("  where run's time goes: %v\n", err)
+	}
 	fmt.Printf("  Go re-exec floor (bench/cmd/reexec): what any launcher that re-executes a Go init stage pays before doing any work; run is %+.1f ms above it (minimal policy)\n",
 		median(s[5])-median(s[3]))
 	if us, err := b.faultUs(); err == nil {
@@ -451,6 +452,61 @@ func (b *bench) startup() error {
 	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
 	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
 	return nil
+}
+
+// execMs times argv, execIters starts per sample, by floor's exec arm.
+func (b *bench) execMs(env []string, argv ...string) (float64, error) {
+	ns, err := b.floorNs(env, append([]string{b.floor, "exec", strconv.Itoa(b.execIters)}, argv...)...)
+	if err != nil {
+		// floor discards the child's output; run it to show why.
+		if _, err2 := output(env, b.ws, argv...); err2 != nil {
+			err = err2
+		}
+	}
+	return ns / 1e6, err
+}
+
+// phases runs argv with AGENT_LAUNCHER_TRACE=1 b.rounds times, after one
+// warm-up, and returns the median time of each phase it prints (with how
+// many runs printed it when not all did), in the order of those medians.
+func (b *bench) phases(env []string, argv []string) (string, error) {
+	times := map[string][]float64{}
+	for i := range b.rounds + 1 {
+		out, err := output(append(slices.Clone(env), "AGENT_LAUNCHER_TRACE=1"), b.ws, argv...)
+		if err != nil {
+			return "", err
+		}
+		if i == 0 {
+			continue // a warm-up: its output goes to a pipe, not /dev/null as above, a new plan
+		}
+		for _, l := range strings.Split(out, "\n") {
+			rest, ok := strings.CutPrefix(l, "agent-launcher: trace ")
+			if !ok {
+				continue
+			}
+			ms, phase, ok := strings.Cut(strings.TrimSpace(rest), " ms  ")
+			v, err := strconv.ParseFloat(ms, 64)
+			if !ok || err != nil {
+				continue
+			}
+			phase, _, _ = strings.Cut(phase, " (") // counts vary
+			times[phase] = append(times[phase], v)
+		}
+	}
+	if len(times) == 0 {
+		return "", errors.New("AGENT_LAUNCHER_TRACE printed nothing")
+	}
+	order := slices.Collect(maps.Keys(times))
+	slices.SortFunc(order, func(x, y string) int { return cmp.Compare(median(times[x]), median(times[y])) })
+	var parts []string
+	for _, p := range order {
+		part := fmt.Sprintf("%s %.1f", p, median(times[p]))
+		if len(times[p]) != b.rounds {
+			part += fmt.Sprintf(" (in %d of %d)", len(times[p]), b.rounds)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", "), nil
 }
 
 // faultUs measures one anonymous page fault, the median of five runs of
