@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
 )
@@ -114,41 +115,55 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 	buf := make([]byte, 32<<10) // one read buffer for every file hashed
 	seen := 0
 	incomplete := ""
-	for _, root := range roots {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				// A directory the review cannot list may hide what it
-				// looks for (a nested repository's config in a 0311
-				// directory, which git outside still reaches by name):
-				// recorded, so that one the session made unreadable is
-				// reported. Gone since the listing: nothing to record.
-				if d != nil && d.IsDir() && !errors.Is(err, fs.ErrNotExist) {
-					snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
-				}
-				return nil
-			}
-			if seen++; seen > reviewLimit {
-				incomplete = fmt.Sprintf("more than %d entries under %s", reviewLimit, strings.Join(roots, " "))
-				return fs.SkipAll
-			}
-			// Only git's object stores are skipped: they hold nothing a
-			// program runs. node_modules is walked: a package directory
-			// may hold a repository whose config git outside obeys.
-			if d.IsDir() && p != root && (strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
-				return fs.SkipDir
-			}
-			dec := m.Decide(p, tiers.OpWrite)
-			if dec.Rule == nil || dec.Rule.Kind != rules.KindWriteProtect {
-				return nil
-			}
+	// Depth first in lexical order, as filepath.WalkDir walks, listing
+	// with the planner's getdents listing (two allocations per entry fewer:
+	// a workspace of 10,000 files is walked twice per session).
+	fsys := landlock.OS()
+	stop := false
+	var visit func(p string, dir bool)
+	visit = func(p string, dir bool) {
+		if stop {
+			return
+		}
+		if seen++; seen > reviewLimit {
+			incomplete = fmt.Sprintf("more than %d entries under %s", reviewLimit, strings.Join(roots, " "))
+			stop = true
+			return
+		}
+		// Only git's object stores are skipped: they hold nothing a
+		// program runs. node_modules is walked: a package directory may
+		// hold a repository whose config git outside obeys.
+		if dir && (strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
+			return
+		}
+		if dec := m.Decide(p, tiers.OpWrite); dec.Rule != nil && dec.Rule.Kind == rules.KindWriteProtect {
 			if ent, ok := describeBuf(p, buf); ok {
 				ent.Rule = dec.Rule.Pattern
 				snap[p] = ent
 			}
-			return nil
-		})
-		if err != nil && incomplete == "" {
-			incomplete = err.Error()
+		}
+		if !dir {
+			return
+		}
+		ents, err := fsys.ReadDir(p)
+		if err != nil {
+			// A directory the review cannot list may hide what it
+			// looks for (a nested repository's config in a 0311
+			// directory, which git outside still reaches by name):
+			// recorded, so that one the session made unreadable is
+			// reported. Gone since the listing: nothing to record.
+			if !errors.Is(err, fs.ErrNotExist) {
+				snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
+			}
+			return
+		}
+		for _, e := range ents {
+			visit(filepath.Join(p, e.Name), e.Type == landlock.TypeDir)
+		}
+	}
+	for _, root := range roots {
+		if info, err := fsys.Lstat(root); err == nil {
+			visit(root, info.Type == landlock.TypeDir)
 		}
 	}
 	return snap, incomplete

@@ -162,6 +162,7 @@ func (c *command) run(args []string) int {
 			if err := saveReview(e.launcher.StateDir, r); err != nil {
 				c.errorf("session review: keeping the report: %v", err)
 			}
+			launch.Trace("session review: report kept")
 		}
 		var ve *launch.ViewError
 		if errors.As(err, &ve) && noView == "" {
