@@ -295,6 +295,20 @@ func TestIntegrityWorkspaceInTemp(t *testing.T) {
 	wantErr(t, "plant a hook", run("write", hook, "#!/bin/sh\n"), "EROFS")
 	wantErr(t, "move .git away", run("rename", ws+"/.git", ws+"/.git-old"), "EBUSY")
 	wantFile(t, config, string(before))
+
+	// Started from inside the workspace, which is pinned (the agent could
+	// otherwise move it away in /var/tmp, and .git with it), and from
+	// inside the read-only hooks: the working directory is entered again
+	// after the mounts, so it is on them, not a way around them.
+	for dir, relHook := range map[string]string{ws: ".git/hooks/pre-commit", ws + "/.git/hooks": "pre-commit"} {
+		runIn := func(args ...string) result {
+			t.Helper()
+			return s.execIn(dir, launcher, append([]string{"run", "--config", s.config, "--workspace", ws, "--", agent}, args...)...)
+		}
+		wantOK(t, "control: started in "+dir+", the agent writes in the workspace", runIn("write", ws+"/notes.txt", "y"))
+		wantErr(t, "started in "+dir+", plant a hook by the relative name "+relHook, runIn("write", relHook, "#!/bin/sh\n"), "EROFS")
+	}
+	wantFile(t, config, string(before))
 	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
 	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
 }
