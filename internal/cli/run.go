@@ -230,23 +230,32 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 // inside a path the floor protects (review finding 6): the agent would
 // start with a handle on what it may not open.
 func insideProtected(pl *landlock.Plan, cwd string) error {
-	protected := make([]string, 0, len(pl.Protected)+len(pl.Binds))
+	// The working directory: what the policy denies or prompts. A mount
+	// over a protected path does not count: the init stage enters the
+	// working directory again after the view's mounts, so it lies on
+	// them, not under them.
+	var protected, readOnly []string
 	for _, pr := range pl.Protected {
 		protected = append(protected, pr.Path)
 	}
-	// A handle opened before the view's mounts bypasses a read-only one.
+	// A stdio fd opened before the view's mounts bypasses a read-only one
+	// (a pin only keeps a path from being moved, which an fd cannot do).
 	for _, b := range pl.Binds {
-		protected = append(protected, b.Path)
+		if b.ReadOnly {
+			readOnly = append(readOnly, b.Path)
+		}
 	}
-	under := func(p string) string {
-		for _, pr := range protected {
-			if p == pr || strings.HasPrefix(p, pr+"/") {
-				return pr
+	under := func(p string, trees ...[]string) string {
+		for _, t := range trees {
+			for _, pr := range t {
+				if p == pr || strings.HasPrefix(p, pr+"/") {
+					return pr
+				}
 			}
 		}
 		return ""
 	}
-	if pr := under(cwd); pr != "" {
+	if pr := under(cwd, protected); pr != "" {
 		return fmt.Errorf("the current directory %s lies inside %s, which the policy protects; start from elsewhere", display(cwd), display(pr))
 	}
 	for fd := 0; fd <= 2; fd++ {
@@ -254,7 +263,7 @@ func insideProtected(pl *landlock.Plan, cwd string) error {
 		if err != nil || !strings.HasPrefix(target, "/") {
 			continue // closed, a pipe, a socket
 		}
-		if pr := under(target); pr != "" {
+		if pr := under(target, protected, readOnly); pr != "" {
 			return fmt.Errorf("fd %d is open on %s, inside %s, which the policy protects; redirect it elsewhere", fd, display(target), display(pr))
 		}
 	}

@@ -308,6 +308,19 @@ func TestIntegrityWorkspaceInTemp(t *testing.T) {
 		wantOK(t, "control: started in "+dir+", the agent writes in the workspace", runIn("write", ws+"/notes.txt", "y"))
 		wantErr(t, "started in "+dir+", plant a hook by the relative name "+relHook, runIn("write", relHook, "#!/bin/sh\n"), "EROFS")
 	}
+	// A stdio fd opened on .git/config before the mounts would write
+	// past the read-only one: refused.
+	f, err := os.OpenFile(config, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s.stdin = f
+	r = run("append", "/dev/stdin", "[core]\n\tfsmonitor = evil\n")
+	s.stdin = nil
+	if r.code != 125 || !strings.Contains(r.stderr, "fd 0") {
+		t.Errorf("run with stdin open on .git/config: %s", r)
+	}
 	wantFile(t, config, string(before))
 	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
 	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
