@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // A plan is a function of the policy, the options and the filesystem's
@@ -125,9 +126,51 @@ func (r *Recorder) Observations() (Observations, bool) {
 }
 
 // Hold asks fsys every recorded question again and reports whether every
-// answer is the recorded one. An unknown operation does not hold.
+// answer is the recorded one. An unknown operation does not hold. The
+// questions are independent system calls: with more than a few hundred,
+// they are asked from holdWorkers goroutines at once (fsys must be safe
+// for concurrent use, as the OS is), and the first different answer stops
+// them all.
 func (obs Observations) Hold(fsys FS) bool {
+	if len(obs) < 2*holdChunk {
+		return obs.hold(fsys, nil)
+	}
+	var changed atomic.Bool
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range holdWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !changed.Load() {
+				i := int(next.Add(holdChunk)) - holdChunk
+				if i >= len(obs) {
+					return
+				}
+				if !obs[i:min(i+holdChunk, len(obs))].hold(fsys, &changed) {
+					changed.Store(true)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return !changed.Load()
+}
+
+// holdWorkers and holdChunk: how many goroutines ask at once, and how
+// many questions each takes at a time.
+const (
+	holdWorkers = 2
+	holdChunk   = 64
+)
+
+// hold asks obs's questions in order; it stops early, false, at the first
+// different answer or when stop is set.
+func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 	for _, o := range obs {
+		if stop != nil && stop.Load() {
+			return false
+		}
 		var sum [32]byte
 		switch o.Op {
 		case ObsLstat:

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -459,5 +460,39 @@ func TestObservationsBinary(t *testing.T) {
 	}
 	if (Observations{{Op: 'z', Path: "/"}}).Hold(newMemFS()) {
 		t.Fatalf("an unknown operation holds")
+	}
+}
+
+// Hold asks from several goroutines when there are many questions: the
+// same verdicts as asking in order, whichever question differs.
+func TestHoldParallel(t *testing.T) {
+	m := compile(t, basePolicy)
+	paths := slices.Clone(system)
+	for d := range 300 {
+		paths = append(paths, fmt.Sprintf("%s/src/d%03d/f.go", testWS, d))
+	}
+	base := newMemFS(paths...)
+	rec := NewRecorder(base)
+	if _, err := planFlow(m, 7, rec, true); err != nil {
+		t.Fatal(err)
+	}
+	obs, _ := rec.Observations()
+	if len(obs) < 4*holdChunk {
+		t.Fatalf("only %d questions: the parallel path is not taken", len(obs))
+	}
+	if !obs.Hold(base) {
+		t.Fatalf("the unchanged snapshot does not hold")
+	}
+	for _, p := range []string{testWS + "/src/d000/.env", testWS + "/src/d299/.env", testWS + "/src/d150/x/"} {
+		changed := base.clone()
+		changed.addPath(p)
+		if obs.Hold(changed) || obs.hold(changed, nil) {
+			t.Errorf("%s added: the answers hold", p)
+		}
+	}
+	bad := slices.Clone(obs)
+	bad[len(bad)-1].Op = 'z'
+	if bad.Hold(base) {
+		t.Errorf("an unknown operation at the end holds")
 	}
 }
