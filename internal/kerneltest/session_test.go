@@ -218,6 +218,38 @@ func TestStartInsideProtected(t *testing.T) {
 		t.Errorf("run with stdin on the key: %s", r)
 	}
 	wantOK(t, "control: run from the workspace", s.execIn(s.ws, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "write", s.ws+"/x", "1"))
+
+	// A directory as stdin: a handle opened outside the session's view,
+	// through which names resolve past the view's mounts (the read-only
+	// .git/config, the private /tmp, the hidden sockets): refused,
+	// whatever directory it is (found in review).
+	if _, err := os.Stat("/usr/bin/git"); err != nil {
+		t.Fatalf("this test needs git: %v", err)
+	}
+	if out, err := exec.Command("git", "init", "-q", s.ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	hook := s.ws + "/.git/hooks/pre-commit"
+	for dir, through := range map[string]string{s.ws + "/.git": "hooks/pre-commit", s.ws: ".git/hooks/pre-commit", "/tmp": "x"} {
+		d, err := os.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.stdin = d
+		if dir == s.ws+"/.git" {
+			wantOK(t, "control: without the launcher, a hook is written through the directory handle", s.bare("write", "/proc/self/fd/0/hooks/pre-commit", "#!/bin/sh\n"))
+			os.Remove(dir + "/hooks/pre-commit")
+		}
+		r := s.exec(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "write", "/proc/self/fd/0/"+through, "#!/bin/sh\n")
+		s.stdin = nil
+		d.Close()
+		if r.code != 125 || !strings.Contains(r.stderr, "fd 0") {
+			t.Errorf("run with stdin a handle on the directory %s: %s", dir, r)
+		}
+	}
+	if _, err := os.Stat(hook); err == nil {
+		t.Errorf("a hook was planted through a directory handle")
+	}
 }
 
 // TestSocketsHidden: the operator's D-Bus session socket (in
