@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
 	"github.com/agent-launcher/agent-launcher/internal/launch"
 	"github.com/agent-launcher/agent-launcher/landlock"
@@ -238,8 +240,8 @@ func insideProtected(pl *landlock.Plan, cwd string) error {
 	for _, pr := range pl.Protected {
 		protected = append(protected, pr.Path)
 	}
-	// A stdio fd opened before the view's mounts bypasses a read-only one
-	// (a pin only keeps a path from being moved, which an fd cannot do).
+	// A stdio fd on a file opened before the view's mounts writes past a
+	// read-only one. (A directory fd is refused whatever it is, below.)
 	for _, b := range pl.Binds {
 		if b.ReadOnly {
 			readOnly = append(readOnly, b.Path)
@@ -259,6 +261,16 @@ func insideProtected(pl *landlock.Plan, cwd string) error {
 		return fmt.Errorf("the current directory %s lies inside %s, which the policy protects; start from elsewhere", display(cwd), display(pr))
 	}
 	for fd := 0; fd <= 2; fd++ {
+		// A directory (or a symlink, opened O_PATH) is a handle from
+		// outside the session's view: names looked up through it
+		// (/proc/self/fd/0/hooks/pre-commit) resolve on the host's
+		// mounts, past the view's read-only mounts, private /tmp and
+		// hidden sockets. No program needs one as its stdio.
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err == nil && (st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFLNK) {
+			target, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+			return fmt.Errorf("fd %d is open on the directory %s, a handle from outside the session's view through which its files would be reached past its mounts; redirect it elsewhere", fd, display(target))
+		}
 		target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 		if err != nil || !strings.HasPrefix(target, "/") {
 			continue // closed, a pipe, a socket
