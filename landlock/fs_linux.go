@@ -60,7 +60,9 @@ func (osFS) ReadDir(path string) ([]DirEntry, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "readdirent", Path: path, Err: err}
+			// What was listed before the error, as os.ReadDir returns it.
+			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+			return out, &fs.PathError{Op: "readdirent", Path: path, Err: err}
 		}
 		if n <= 0 {
 			break

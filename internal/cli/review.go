@@ -146,16 +146,14 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 			return
 		}
 		ents, err := fsys.ReadDir(p)
-		if err != nil {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			// A directory the review cannot list may hide what it
 			// looks for (a nested repository's config in a 0311
 			// directory, which git outside still reaches by name):
 			// recorded, so that one the session made unreadable is
-			// reported. Gone since the listing: nothing to record.
-			if !errors.Is(err, fs.ErrNotExist) {
-				snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
-			}
-			return
+			// reported, and what was listed before the error walked.
+			// Gone since the listing: nothing to record.
+			snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
 		}
 		for _, e := range ents {
 			visit(filepath.Join(p, e.Name), e.Type == landlock.TypeDir)
