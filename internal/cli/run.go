@@ -269,7 +269,11 @@ func insideProtected(pl *landlock.Plan, cwd string) error {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err == nil && (st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Mode&unix.S_IFMT == unix.S_IFLNK) {
 			target, _ := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-			return fmt.Errorf("fd %d is open on the directory %s, a handle from outside the session's view through which its files would be reached past its mounts; redirect it elsewhere", fd, display(target))
+			kind := "directory"
+			if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				kind = "symlink"
+			}
+			return fmt.Errorf("fd %d is open on the %s %s, a handle from outside the session's view through which its files would be reached past its mounts; redirect it elsewhere", fd, kind, display(target))
 		}
 		target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
 		if err != nil || !strings.HasPrefix(target, "/") {
