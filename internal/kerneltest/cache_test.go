@@ -139,6 +139,15 @@ func TestAgentCacheConfined(t *testing.T) {
 	if r := s.bare("read", filepath.Join(state, "caches", "alpha", "hard")); r.code == 0 && strings.HasPrefix(r.line(), "ok") {
 		t.Errorf("a hard link to another agent's file was made in the cache: %s", r)
 	}
+
+	// Nor can a session give a file of its cache a second name in the
+	// workspace (the cache is a mount: link(2) does not cross it), which
+	// is why the hard-link check does not list the caches at every start.
+	s.write("home/proj/mine", "mine")
+	wantOK(t, "control: a hard link within the workspace", s.launchAs("alpha", agent, "link", s.ws+"/mine", s.ws+"/mine2"))
+	wantErr(t, "hard link from the cache into the workspace", s.launchAs("alpha", agent, "link", cacheView+"/own", s.ws+"/own-link"), "EXDEV")
+	wantErr(t, "hard link from the workspace into the cache", s.launchAs("alpha", agent, "link", s.ws+"/mine", cacheView+"/mine-link"), "EXDEV")
+	wantOK(t, "control: without the launcher, the cache's file links into the workspace", s.bare("link", filepath.Join(state, "caches", "alpha", "own"), s.ws+"/own-bare"))
 }
 
 // TestAgentCacheGoBuild: go build in a session uses the cache: the first
