@@ -100,15 +100,7 @@ var (
 
 func checkPlanProperty(t *testing.T, policy, tree []byte) {
 	doc := fuzzDoc(policy)
-	matchersMu.Lock()
-	m, ok := matchers[doc]
-	matchersMu.Unlock()
-	if !ok {
-		m = compile(t, doc)
-		matchersMu.Lock()
-		matchers[doc] = m
-		matchersMu.Unlock()
-	}
+	m := fuzzMatcher(t, doc)
 	fsys := fuzzTree(tree)
 	for _, abi := range []int{1, 3, 7} {
 		pl, err := NewPlan(m, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}})
@@ -153,28 +145,38 @@ func checkPlanProperty(t *testing.T, policy, tree []byte) {
 // new is found.
 func planWithBinds(t *testing.T, whole *tiers.Matcher, abi int, fsys FS) *Plan {
 	t.Helper()
+	pl, err := planBinds(whole, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}})
+	if err != nil {
+		t.Fatalf("planning with binds: %v", err)
+	}
+	return pl
+}
+
+// planBinds plans fsys on FloorPolicy with opts and Integrity set, again
+// with the paths no mount can protect kept by rules, until none is new.
+func planBinds(whole *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
+	opts.Integrity = whole
 	var unbound []Unbound
 	for range 4 {
 		q, err := FloorPolicy(whole, fsys, unbound)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		floor, err := tiers.Compile(q)
+		floor, err := compileFloorMemo(q)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		pl, err := NewPlan(floor, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}, Integrity: whole})
+		pl, err := NewPlan(floor, abi, fsys, opts)
 		if err != nil {
-			t.Fatalf("NewPlan with binds: %v", err)
+			return nil, err
 		}
 		if len(pl.Unbound) == 0 {
 			pl.Unbound = unbound
-			return pl
+			return pl, nil
 		}
 		unbound = append(unbound, pl.Unbound...)
 	}
-	t.Fatalf("unbindable paths keep changing the plan: %+v", unbound)
-	return nil
+	return nil, fmt.Errorf("unbindable paths keep changing the plan: %+v", unbound)
 }
 
 var planCorpus = []struct{ policy, tree []byte }{

@@ -122,28 +122,7 @@ func planFlow(whole *tiers.Matcher, abi int, fsys FS, binds bool) (*Plan, error)
 	if !binds {
 		return NewPlan(whole, abi, fsys, opts)
 	}
-	opts.Integrity = whole
-	var unbound []Unbound
-	for range 4 {
-		q, err := FloorPolicy(whole, fsys, unbound)
-		if err != nil {
-			return nil, err
-		}
-		floor, err := compileFloorMemo(q)
-		if err != nil {
-			return nil, err
-		}
-		pl, err := NewPlan(floor, abi, fsys, opts)
-		if err != nil {
-			return nil, err
-		}
-		if len(pl.Unbound) == 0 {
-			pl.Unbound = unbound
-			return pl, nil
-		}
-		unbound = append(unbound, pl.Unbound...)
-	}
-	return nil, errors.New("unbound paths keep changing")
+	return planBinds(whole, abi, fsys, opts)
 }
 
 // floorMemo caches the floors planFlow compiles, by the policy's JSON
