@@ -144,6 +144,19 @@ func (d entryDir) prune(keep int) {
 	}
 }
 
+// storeEntry writes the entry name in dir (made if missing) and keeps at
+// most keep entries there. Failures are silent.
+func storeEntry(dir, name string, b []byte, keep int) {
+	d, err := openEntryDir(dir, true)
+	if err != nil {
+		return
+	}
+	defer d.close()
+	if d.write(name, b) == nil {
+		d.prune(keep)
+	}
+}
+
 // validEntryName: a single path component, not "." or "..".
 func validEntryName(name string) bool {
 	return name != "" && name != "." && name != ".." && filepath.Base(name) == name && name[0] != '/'
@@ -179,13 +192,4 @@ func (c fileCache) Get(key string) ([]byte, bool) {
 	return b, true
 }
 
-func (c fileCache) Put(key string, value []byte) {
-	d, err := openEntryDir(c.dir, true)
-	if err != nil {
-		return
-	}
-	defer d.close()
-	if d.write(key, value) == nil {
-		d.prune(maxCacheEntries)
-	}
-}
+func (c fileCache) Put(key string, value []byte) { storeEntry(c.dir, key, value, maxCacheEntries) }

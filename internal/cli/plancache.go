@@ -159,9 +159,12 @@ func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, 
 		return nil, nil, false
 	}
 	if !obs.Hold(fsys) {
-		for _, o := range obs {
-			if !(landlock.Observations{o}).Hold(fsys) {
-				launch.Trace("floor: the kept plan does not hold: %s", o)
+		if launch.Tracing() {
+			// Which answers changed, asked once more: only for the trace.
+			for _, o := range obs {
+				if !(landlock.Observations{o}).Hold(fsys) {
+					launch.Trace("floor: the kept plan does not hold: %s", o)
+				}
 			}
 		}
 		return nil, nil, false
@@ -172,17 +175,8 @@ func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, 
 // put keeps pl, planned on obs, under key. Failures are silent: a miss
 // only costs planning.
 func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan, notes []string) {
-	b, err := encodePlanEntry(key, obs, pl, notes)
-	if err != nil {
-		return
-	}
-	d, err := openEntryDir(c.dir, true)
-	if err != nil {
-		return
-	}
-	defer d.close()
-	if d.write(key, b) == nil {
-		d.prune(maxPlanEntries)
+	if b, err := encodePlanEntry(key, obs, pl, notes); err == nil {
+		storeEntry(c.dir, key, b, maxPlanEntries)
 	}
 }
 

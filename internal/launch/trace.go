@@ -41,6 +41,9 @@ func StartTrace() {
 	traceStart = monotonic()
 }
 
+// Tracing reports whether tracing is on.
+func Tracing() bool { return traceStart != 0 }
+
 // Trace prints one phase, when tracing is on.
 func Trace(format string, args ...any) {
 	if traceStart == 0 {
