@@ -147,3 +147,58 @@ func (osFS) Pseudo(path string) bool {
 }
 
 func (osFS) Resolve(path string) (string, error) { return filepath.EvalSymlinks(path) }
+
+// trustedStampFS are the filesystems whose directory ctimes the plan cache
+// trusts (stamp.go).
+var trustedStampFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4 share it
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC:       true,
+	unix.F2FS_SUPER_MAGIC:  true,
+}
+
+// stampDevs caches, per device, whether its filesystem is trusted.
+var stampDevs sync.Map // uint64 -> bool
+
+func (osFS) stampNow() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_REALTIME, &ts) != nil {
+		return 0 // no stamp is settled before the epoch
+	}
+	return ts.Nano()
+}
+
+func (osFS) dirStamp(path string) (Stamp, bool) {
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return Stamp{}, false
+	}
+	trusted, ok := stampDevs.Load(st.Dev)
+	if !ok {
+		trusted = trustedDev(path, st.Dev)
+		stampDevs.Store(st.Dev, trusted)
+	}
+	if !trusted.(bool) {
+		return Stamp{}, false
+	}
+	return Stamp{Dev: st.Dev, Ino: st.Ino, Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}, true
+}
+
+// trustedDev reports whether the filesystem of dev, which path is on, is
+// one of trustedStampFS. The type and the device are read from one open
+// descriptor: a mount that appears on path meanwhile is a device the
+// answer is not about, and no.
+func trustedDev(path string, dev uint64) bool {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	var sfs unix.Statfs_t
+	if unix.Fstat(fd, &st) != nil || st.Dev != dev || unix.Fstatfs(fd, &sfs) != nil {
+		return false
+	}
+	return trustedStampFS[int64(sfs.Type)]
+}

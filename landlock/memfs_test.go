@@ -14,10 +14,14 @@ type memFS struct {
 	entries map[string]Info
 	kids    map[string]map[string]FileType
 	targets map[string]string // symlink -> canonical target
+	// ctime is each directory's change time: every change to its entries
+	// moves it to clock, which each change advances (stampFS).
+	ctime map[string]int64
+	clock int64
 }
 
 func newMemFS(paths ...string) *memFS {
-	m := &memFS{entries: map[string]Info{}, kids: map[string]map[string]FileType{}}
+	m := &memFS{entries: map[string]Info{}, kids: map[string]map[string]FileType{}, ctime: map[string]int64{}, clock: 1e15}
 	m.add("/", TypeDir, 1)
 	for _, p := range paths {
 		m.addPath(p)
@@ -54,7 +58,9 @@ func (m *memFS) add(p string, t FileType, nlink uint64) {
 		dev = 2
 	}
 	m.entries[p] = Info{Type: t, Dev: dev, Ino: uint64(len(m.entries) + 1), Nlink: nlink}
+	m.touch(p)
 	if p != "/" {
+		m.touch(path.Dir(p))
 		d := path.Dir(p)
 		if m.kids[d] == nil {
 			m.kids[d] = map[string]FileType{}
@@ -70,6 +76,30 @@ func (m *memFS) add(p string, t FileType, nlink uint64) {
 			d = pd
 		}
 	}
+}
+
+// touch moves p's change time to a new instant, well after the last.
+func (m *memFS) touch(p string) {
+	m.clock += 10 * stampSettle
+	m.ctime[p] = m.clock
+}
+
+// stampFS is m with directory stamps, as the OS gives them on a trusted
+// filesystem: a recording begins lag after the last change.
+type stampFS struct {
+	*memFS
+	lag int64
+}
+
+func (s stampFS) stampNow() int64 { return s.clock + s.lag }
+
+func (s stampFS) dirStamp(p string) (Stamp, bool) {
+	i, ok := s.entries[p]
+	if !ok || i.Type != TypeDir || i.Dev != 1 {
+		return Stamp{}, false
+	}
+	c := s.ctime[p]
+	return Stamp{Dev: i.Dev, Ino: i.Ino, Sec: c / 1e9, Nsec: c % 1e9}, true
 }
 
 func (m *memFS) Lstat(p string) (Info, error) {

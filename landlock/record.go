@@ -19,7 +19,10 @@ import (
 // (Observations.Hold) and gets the same answers gets the same plan by
 // planning again, so it may use the one it kept instead. The answers are
 // compared, not timestamps: a change the planner could see is a change
-// in an answer, whenever it was made.
+// in an answer, whenever it was made. The one exception is a listing: a
+// directory whose stamp (stamp.go) is the one it had when it was listed
+// has the same listing, so where the filesystem gives trusted stamps, a
+// listing is asked again only when the stamp changed.
 
 // Observation is one question the planner asked of the filesystem and a
 // digest of the answer (the error included).
@@ -27,6 +30,9 @@ type Observation struct {
 	Op   ObsOp    `json:"op"`
 	Path string   `json:"path"`
 	Sum  [32]byte `json:"sum"`
+	// Stamp is, for a listing, the directory's stamp taken just before
+	// it was listed, when one was trusted and settled; else zero.
+	Stamp Stamp `json:"stamp"`
 }
 
 // ObsOp names an FS method.
@@ -52,6 +58,11 @@ type Recorder struct {
 	mu sync.Mutex
 	// seen maps an operation on a path to the digest of its answer.
 	seen map[obsKey][32]byte
+	// stamps are the directories' stamps taken before their listings
+	// (none when fs stamps nothing), and start the time the recording
+	// began, which the stamps must be settled by.
+	stamps map[string]Stamp
+	start  int64
 	// changed: the same question got two answers (the filesystem changed
 	// while planning); the record proves nothing.
 	changed bool
@@ -64,7 +75,11 @@ type obsKey struct {
 
 // NewRecorder returns a Recorder over fsys.
 func NewRecorder(fsys FS) *Recorder {
-	return &Recorder{fs: fsys, seen: map[obsKey][32]byte{}}
+	r := &Recorder{fs: fsys, seen: map[obsKey][32]byte{}, stamps: map[string]Stamp{}}
+	if ds, ok := fsys.(dirStamper); ok {
+		r.start = ds.stampNow()
+	}
+	return r
 }
 
 func (r *Recorder) note(op ObsOp, path string, sum [32]byte) {
@@ -83,9 +98,24 @@ func (r *Recorder) Lstat(path string) (Info, error) {
 	return info, err
 }
 
+// ReadDir stamps the directory first, then lists it: a change made
+// between the two is in the listing or in a later stamp.
 func (r *Recorder) ReadDir(path string) ([]DirEntry, error) {
+	var st Stamp
+	if ds, ok := r.fs.(dirStamper); ok {
+		if s, ok := ds.dirStamp(path); ok && s.settled(r.start) {
+			st = s
+		}
+	}
 	entries, err := r.fs.ReadDir(path)
 	r.note(ObsReadDir, path, sumReadDir(entries, err))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// A directory listed twice keeps a stamp only if both agree.
+	if old, ok := r.stamps[path]; ok && old != st {
+		st = Stamp{}
+	}
+	r.stamps[path] = st
 	return entries, err
 }
 
@@ -114,7 +144,11 @@ func (r *Recorder) Observations() (Observations, bool) {
 	defer r.mu.Unlock()
 	out := make(Observations, 0, len(r.seen))
 	for k, sum := range r.seen {
-		out = append(out, Observation{Op: k.op, Path: k.path, Sum: sum})
+		o := Observation{Op: k.op, Path: k.path, Sum: sum}
+		if k.op == ObsReadDir {
+			o.Stamp = r.stamps[k.path]
+		}
+		out = append(out, o)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Path != out[j].Path {
@@ -176,6 +210,9 @@ func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 		case ObsLstat:
 			sum = sumLstat(fsys.Lstat(o.Path))
 		case ObsReadDir:
+			if o.unchangedDir(fsys) {
+				continue
+			}
 			sum = sumReadDir(fsys.ReadDir(o.Path))
 		case ObsPseudo:
 			sum = sumPseudo(fsys.Pseudo(o.Path))
@@ -193,47 +230,44 @@ func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 	return true
 }
 
+// unchangedDir reports whether o, a listing, has a stamp that fsys gives
+// the directory still: then its listing is the recorded one (stamp.go).
+func (o Observation) unchangedDir(fsys FS) bool {
+	if o.Stamp == (Stamp{}) {
+		return false
+	}
+	ds, ok := fsys.(dirStamper)
+	if !ok {
+		return false
+	}
+	st, ok := ds.dirStamp(o.Path)
+	return ok && st == o.Stamp
+}
+
 // The digests: SHA-256 of an unambiguous encoding of every field of the
 // answer (a collision would let a changed tree pass for the recorded one,
 // so the hash must resist one made on purpose), the error's text included.
 
-func newSum(op ObsOp) *summer {
-	s := &summer{h: sha256.New()}
-	s.h.Write([]byte{byte(op)})
-	return s
-}
+// summer collects an answer's encoding, hashed once at the end (sum): no
+// hash state and, for most answers, no allocation (the encoding starts in
+// a caller's array: sumOf), where Hold asks hundreds of questions.
+type summer []byte
 
-type summer struct {
-	h interface {
-		Write([]byte) (int, error)
-		Sum([]byte) []byte
-	}
-	n [8]byte
-}
+// sumOf starts the encoding of an answer to op in buf.
+func sumOf(buf *[256]byte, op ObsOp) summer { return append(buf[:0], byte(op)) }
 
-func (s *summer) u64(v uint64) {
-	binary.LittleEndian.PutUint64(s.n[:], v)
-	s.h.Write(s.n[:])
-}
+func (s summer) u64(v uint64) summer { return binary.LittleEndian.AppendUint64(s, v) }
 
-func (s *summer) str(v string) {
-	s.u64(uint64(len(v)))
-	s.h.Write([]byte(v))
-}
+func (s summer) str(v string) summer { return append(s.u64(uint64(len(v))), v...) }
 
-func (s *summer) err(err error) {
+func (s summer) err(err error) summer {
 	if err == nil {
-		s.u64(0)
-		return
+		return s.u64(0)
 	}
-	s.u64(1)
-	s.str(err.Error())
+	return s.u64(1).str(err.Error())
 }
 
-func (s *summer) sum() (out [32]byte) {
-	copy(out[:], s.h.Sum(nil))
-	return out
-}
+func (s summer) sum() [32]byte { return sha256.Sum256(s) }
 
 func boolU(b bool) uint64 {
 	if b {
@@ -243,31 +277,22 @@ func boolU(b bool) uint64 {
 }
 
 func sumLstat(info Info, err error) [32]byte {
-	s := newSum(ObsLstat)
-	s.u64(uint64(info.Type))
-	s.u64(info.Dev)
-	s.u64(info.Ino)
-	s.u64(info.Nlink)
-	s.u64(boolU(info.View))
-	s.err(err)
-	return s.sum()
+	var buf [256]byte
+	return sumOf(&buf, ObsLstat).u64(uint64(info.Type)).u64(info.Dev).u64(info.Ino).u64(info.Nlink).u64(boolU(info.View)).err(err).sum()
 }
 
 func sumReadDir(entries []DirEntry, err error) [32]byte {
-	s := newSum(ObsReadDir)
-	s.u64(uint64(len(entries)))
+	var buf [256]byte
+	s := sumOf(&buf, ObsReadDir).u64(uint64(len(entries)))
 	for _, e := range entries {
-		s.str(e.Name)
-		s.u64(uint64(e.Type))
+		s = s.str(e.Name).u64(uint64(e.Type))
 	}
-	s.err(err)
-	return s.sum()
+	return s.err(err).sum()
 }
 
 func sumPseudo(p bool) [32]byte {
-	s := newSum(ObsPseudo)
-	s.u64(boolU(p))
-	return s.sum()
+	var buf [256]byte
+	return sumOf(&buf, ObsPseudo).u64(boolU(p)).sum()
 }
 
 // sumResolve digests a symlink's resolution as the planner uses it: the
@@ -277,14 +302,12 @@ func sumPseudo(p bool) [32]byte {
 // which is no property of the filesystem (and not the agent's /proc/self
 // either); /dev/stderr into a pipe fails to resolve at all.
 func sumResolve(target string, err error) [32]byte {
-	s := newSum(ObsResolve)
+	var buf [256]byte
+	s := sumOf(&buf, ObsResolve)
 	if err != nil {
-		s.u64(1)
-		return s.sum()
+		return s.u64(1).sum()
 	}
-	s.u64(0)
-	s.str(selfProc(target))
-	return s.sum()
+	return s.u64(0).str(selfProc(target)).sum()
 }
 
 // selfProc rewrites a path that starts with "/proc/PID" (this process's)
@@ -308,14 +331,10 @@ func selfProc(s string) string {
 }
 
 func sumLinks(info Info, ok bool) [32]byte {
-	s := newSum(ObsLinks)
-	s.u64(boolU(ok))
+	var buf [256]byte
+	s := sumOf(&buf, ObsLinks).u64(boolU(ok))
 	if ok {
-		s.u64(uint64(info.Type))
-		s.u64(info.Dev)
-		s.u64(info.Ino)
-		s.u64(info.Nlink)
-		s.u64(boolU(info.View))
+		s = s.u64(uint64(info.Type)).u64(info.Dev).u64(info.Ino).u64(info.Nlink).u64(boolU(info.View))
 	}
 	return s.sum()
 }
@@ -326,7 +345,9 @@ func (o Observation) String() string {
 }
 
 // MarshalBinary encodes obs compactly: per observation its operation, its
-// digest, and its path with the path's length before it.
+// digest, its path with the path's length before it, and a byte that says
+// whether its stamp follows (device and inode as uvarints, seconds and
+// nanoseconds as varints).
 func (obs Observations) MarshalBinary() ([]byte, error) {
 	b := binary.AppendUvarint(nil, uint64(len(obs)))
 	for _, o := range obs {
@@ -334,6 +355,15 @@ func (obs Observations) MarshalBinary() ([]byte, error) {
 		b = append(b, o.Sum[:]...)
 		b = binary.AppendUvarint(b, uint64(len(o.Path)))
 		b = append(b, o.Path...)
+		if o.Stamp == (Stamp{}) {
+			b = append(b, 0)
+			continue
+		}
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, o.Stamp.Dev)
+		b = binary.AppendUvarint(b, o.Stamp.Ino)
+		b = binary.AppendVarint(b, o.Stamp.Sec)
+		b = binary.AppendVarint(b, o.Stamp.Nsec)
 	}
 	return b, nil
 }
@@ -342,7 +372,7 @@ func (obs Observations) MarshalBinary() ([]byte, error) {
 func (obs *Observations) UnmarshalBinary(b []byte) error {
 	bad := fmt.Errorf("landlock: observations: truncated or malformed")
 	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k)/34 { // 34: the least an observation takes
+	if k <= 0 || n > uint64(len(b)-k)/35 { // 35: the least an observation takes
 		return bad
 	}
 	b = b[k:]
@@ -360,6 +390,26 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 		}
 		o.Path = string(b[k : k+int(l)])
 		b = b[k+int(l):]
+		if len(b) < 1 || b[0] > 1 {
+			return bad
+		}
+		stamped := b[0] == 1
+		b = b[1:]
+		if stamped {
+			var ok [4]bool
+			var k int
+			o.Stamp.Dev, k = binary.Uvarint(b)
+			ok[0], b = k > 0, b[max(k, 0):]
+			o.Stamp.Ino, k = binary.Uvarint(b)
+			ok[1], b = k > 0, b[max(k, 0):]
+			o.Stamp.Sec, k = binary.Varint(b)
+			ok[2], b = k > 0, b[max(k, 0):]
+			o.Stamp.Nsec, k = binary.Varint(b)
+			ok[3], b = k > 0, b[max(k, 0):]
+			if ok != [4]bool{true, true, true, true} || o.Op != ObsReadDir || o.Stamp == (Stamp{}) {
+				return bad
+			}
+		}
 		out = append(out, o)
 	}
 	if len(b) != 0 {

@@ -21,9 +21,12 @@ import (
 
 // clone copies the snapshot.
 func (m *memFS) clone() *memFS {
-	c := &memFS{entries: map[string]Info{}, kids: map[string]map[string]FileType{}}
+	c := &memFS{entries: map[string]Info{}, kids: map[string]map[string]FileType{}, ctime: map[string]int64{}, clock: m.clock}
 	for p, i := range m.entries {
 		c.entries[p] = i
+	}
+	for p, t := range m.ctime {
+		c.ctime[p] = t
 	}
 	for d, ks := range m.kids {
 		c.kids[d] = map[string]FileType{}
@@ -51,6 +54,7 @@ func (m *memFS) remove(p string) {
 	if ks := m.kids[path.Dir(p)]; ks != nil {
 		delete(ks, path.Base(p))
 	}
+	m.touch(path.Dir(p))
 }
 
 // mutate changes the snapshot as one byte pair says: a new path (as
@@ -101,6 +105,7 @@ func (m *memFS) mutate(op, x byte) {
 		if i := m.entries[pick]; pick != "/" && i.Type != TypeDir {
 			i.Ino = uint64(len(m.entries)) + 1000
 			m.entries[pick] = i
+			m.touch(path.Dir(pick)) // renamed over: the directory changed
 		}
 	}
 }
@@ -173,18 +178,29 @@ func checkReplay(t *testing.T, policy, tree, muts []byte, stats *replayStats) {
 	for _, abi := range []int{1, 7} {
 		for _, binds := range []bool{false, true} {
 			for _, linked := range []bool{false, true} {
-				base := fuzzTree(tree)
-				if linked {
-					base.linkAll()
+				for _, stamped := range []bool{false, true} {
+					base := fuzzTree(tree)
+					if linked {
+						base.linkAll()
+					}
+					checkReplayOf(t, m, abi, binds, stamped, base, policy, muts, stats)
 				}
-				checkReplayOf(t, m, abi, binds, base, policy, muts, stats)
 			}
 		}
 	}
 }
 
-func checkReplayOf(t *testing.T, m *tiers.Matcher, abi int, binds bool, base *memFS, policy, muts []byte, stats *replayStats) {
-	rec := NewRecorder(base)
+// checkReplayOf checks the replay property on base; stamped: with
+// directory stamps (stampFS), so that Hold lists only the directories
+// whose stamps changed.
+func checkReplayOf(t *testing.T, m *tiers.Matcher, abi int, binds, stamped bool, base *memFS, policy, muts []byte, stats *replayStats) {
+	fsOf := func(m *memFS) FS {
+		if stamped {
+			return stampFS{m, 20 * stampSettle}
+		}
+		return m
+	}
+	rec := NewRecorder(fsOf(base))
 	pl, err := planFlow(m, abi, rec, binds)
 	if err != nil {
 		return // nothing to keep
@@ -193,7 +209,10 @@ func checkReplayOf(t *testing.T, m *tiers.Matcher, abi int, binds bool, base *me
 	if !consistent {
 		t.Fatalf("a snapshot that does not change answered one question twice differently")
 	}
-	if !obs.Hold(base) {
+	if stamped && !slices.ContainsFunc(obs, func(o Observation) bool { return o.Stamp != Stamp{} }) {
+		t.Fatalf("stamped: no listing has a stamp")
+	}
+	if !obs.Hold(fsOf(base)) {
 		t.Fatalf("ABI %d binds %v: the unchanged snapshot does not hold", abi, binds)
 	}
 	enc, err := EncodePlan(pl)
@@ -210,12 +229,12 @@ func checkReplayOf(t *testing.T, m *tiers.Matcher, abi int, binds bool, base *me
 	for i := 0; i+1 < len(muts) && i < 16; i += 2 {
 		changed := base.clone()
 		changed.mutate(muts[i], muts[i+1])
-		if !obs.Hold(changed) {
+		if !obs.Hold(fsOf(changed)) {
 			stats.changed++
 			continue
 		}
 		stats.held++
-		fresh, err := planFlow(m, abi, changed, binds)
+		fresh, err := planFlow(m, abi, fsOf(changed), binds)
 		if err != nil {
 			t.Fatalf("ABI %d binds %v: the answers held after mutation %d,%d but planning fails: %v\npolicy:\n%s\nbefore: %q\nafter:  %q",
 				abi, binds, muts[i], muts[i+1], err, fuzzDoc(policy), base.all(), changed.all())

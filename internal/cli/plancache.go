@@ -36,7 +36,7 @@ const planCacheVar = "AGENT_LAUNCHER_PLAN_CACHE"
 
 // planCacheFormat changes whenever the entry's layout or what the key
 // digests changes.
-const planCacheFormat = "agent-launcher plan cache v1"
+const planCacheFormat = "agent-launcher plan cache v2"
 
 // maxPlanEntries bounds the plans kept (one per workspace, agent and
 // policy in use); the least recently written go first.
@@ -125,7 +125,13 @@ func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
 	field([]byte(planCacheFormat))
 	field(fmt.Appendf(nil, "exe %d %d %d %d.%d %d.%d", self.Dev, self.Ino, self.Size,
 		self.Mtim.Sec, self.Mtim.Nsec, self.Ctim.Sec, self.Ctim.Nsec))
-	field(fmt.Appendf(nil, "uid %d gid %d abi %d", os.Getuid(), os.Getgid(), abi))
+	// The credentials decide which listings fail (a listing's stamp does
+	// not change when the operator's groups do).
+	groups, err := os.Getgroups()
+	if err != nil {
+		return "", err
+	}
+	field(fmt.Appendf(nil, "uid %d gid %d euid %d egid %d groups %v abi %d", os.Getuid(), os.Getgid(), os.Geteuid(), os.Getegid(), groups, abi))
 	field([]byte(canary))
 	field([]byte(e.home))
 	field([]byte(e.workspace))

@@ -239,6 +239,7 @@ func TestPlanCache(t *testing.T) {
 	s := newSandbox(t, standard)
 	s.extraEnv = append(s.extraEnv, "AGENT_LAUNCHER_TRACE=1")
 	s.write("home/proj/sub/notes.txt", "notes")
+	s.write("home/proj/other/readme.txt", "readme")
 	first := s.agent("read", s.ws+"/sub/notes.txt")
 	wantOK(t, "read a workspace file", first)
 	if !strings.Contains(first.stderr, "floor: planned") {
@@ -261,4 +262,40 @@ func TestPlanCache(t *testing.T) {
 		t.Errorf("the session after the .env appeared: %s", r)
 	}
 	wantOK(t, "control: its sibling stays readable", s.agent("read", s.ws+"/sub/notes.txt"))
+
+	// Directory stamps (landlock/stamp.go): a directory at rest when the
+	// plan was kept is not listed again while its ctime stays the same. A
+	// key put in one whose times are then put back is seen all the same:
+	// no one can put a ctime back.
+	time.Sleep(2100 * time.Millisecond) // landlock.stampSettle: other/ is at rest
+	s.write("home/proj/touch.txt", "x") // the workspace's root changed: planned again, other/ stamped
+	r = s.agent("read", s.ws+"/other/readme.txt")
+	wantOK(t, "read a file in a directory at rest", r)
+	if !strings.Contains(r.stderr, "floor: planned") {
+		t.Fatalf("the session after the workspace's root changed did not plan: %s", r.stderr)
+	}
+	r = s.agent("read", s.ws+"/other/readme.txt")
+	wantOK(t, "read it again", r)
+	if !strings.Contains(r.stderr, "floor: the kept plan holds") {
+		t.Fatalf("nothing changed, and the kept plan was not used: %s", r.stderr)
+	}
+	other := s.ws + "/other"
+	var st syscall.Stat_t
+	if err := syscall.Lstat(other, &st); err != nil {
+		t.Fatal(err)
+	}
+	pem := s.write("home/proj/other/server.pem", envSec)
+	if err := syscall.UtimesNano(other, []syscall.Timespec{st.Atim, st.Mtim}); err != nil {
+		t.Fatal(err)
+	}
+	var now syscall.Stat_t
+	if err := syscall.Lstat(other, &now); err != nil || now.Mtim != st.Mtim || now.Ctim == st.Ctim {
+		t.Fatalf("control: other/'s mtime is not back (%v), or its ctime did not move", err)
+	}
+	wantOK(t, "control: the new key is readable without the launcher", s.bare("read", pem))
+	r = s.agent("read", pem)
+	wantErr(t, "read a key made in a directory at rest, its mtime put back", r, "EACCES")
+	if strings.Contains(r.stdout, envSec) || !strings.Contains(r.stderr, "floor: planned") {
+		t.Errorf("the session after the key appeared: %s", r)
+	}
 }

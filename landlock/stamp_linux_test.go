@@ -1,0 +1,110 @@
+package landlock
+
+import (
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// osCounter is the OS, counting listings.
+type osCounter struct {
+	osFS
+	lists *atomic.Int32
+}
+
+func (c osCounter) ReadDir(p string) ([]DirEntry, error) {
+	c.lists.Add(1)
+	return c.osFS.ReadDir(p)
+}
+
+// TestDirStampOS: on this machine's filesystems, a kept listing is asked
+// again exactly when the directory changed, by its ctime, which putting
+// its mtime back does not hide.
+func TestDirStampOS(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
+		// A VM's initramfs: /dev/shm is a tmpfs.
+		shm, err := os.MkdirTemp("/dev/shm", "stamp")
+		if err != nil {
+			t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust, and /dev/shm: %v", root, sfs.Type, err)
+		}
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		root = shm
+	}
+	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
+		t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust (%v): the test needs ext4, xfs, btrfs or tmpfs", root, sfs.Type, err)
+	}
+	for _, d := range []string{"a/b", "c"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, d, "f"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Duration(stampSettle) + 100*time.Millisecond)
+	if err := os.WriteFile(filepath.Join(root, "c", "g"), nil, 0o644); err != nil {
+		t.Fatal(err) // c changes just before the recording: racy
+	}
+	var lists atomic.Int32
+	fsys := osCounter{osFS{}, &lists}
+	dirs := []string{root, root + "/a", root + "/a/b", root + "/c", "/proc/sys"}
+	rec := NewRecorder(fsys)
+	for _, d := range dirs {
+		if _, err := rec.ReadDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, ok := rec.Observations()
+	if !ok {
+		t.Fatal("the tree changed while recording")
+	}
+	for _, o := range obs {
+		want := o.Path != root+"/c" && o.Path != "/proc/sys"
+		if (o.Stamp != Stamp{}) != want {
+			t.Errorf("%s: stamp %+v; want one: %v (not for a directory changed just now, nor on proc)", o.Path, o.Stamp, want)
+		}
+	}
+	lists.Store(0)
+	if !obs.Hold(fsys) || lists.Load() != 2 {
+		t.Fatalf("unchanged: Hold listed %d directories; want 2 (the racy one and /proc/sys)", lists.Load())
+	}
+
+	// A secret appears in a/b, and a/b's times are put back as they were:
+	// the ctime moved all the same.
+	b := filepath.Join(root, "a", "b")
+	var st unix.Stat_t
+	if err := unix.Lstat(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, ".env"), []byte("SECRET=1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	times := []unix.Timespec{st.Atim, st.Mtim}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, b, times, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	var after unix.Stat_t
+	if err := unix.Lstat(b, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Mtim != st.Mtim {
+		t.Fatalf("control: the mtime was not put back")
+	}
+	if obs.Hold(fsys) {
+		t.Errorf("a new entry in a directory whose mtime was put back: the answers hold")
+	}
+	// Gone again: the stamp differs, the listing is asked and is the same.
+	if err := os.Remove(filepath.Join(b, ".env")); err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Hold(fsys) {
+		t.Errorf("the listing is what it was, but the answers do not hold")
+	}
+}

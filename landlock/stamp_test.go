@@ -1,0 +1,118 @@
+package landlock
+
+import (
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+)
+
+// listCounter counts the listings asked of the FS it wraps, and passes
+// the stamps through.
+type listCounter struct {
+	stampFS
+	lists *atomic.Int32
+}
+
+func (c listCounter) ReadDir(p string) ([]DirEntry, error) {
+	c.lists.Add(1)
+	return c.stampFS.ReadDir(p)
+}
+
+func stampedObs(t *testing.T, fsys FS, dirs ...string) Observations {
+	t.Helper()
+	rec := NewRecorder(fsys)
+	for _, d := range dirs {
+		if _, err := rec.ReadDir(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs, ok := rec.Observations()
+	if !ok {
+		t.Fatal("the snapshot changed while recording")
+	}
+	return obs
+}
+
+func TestHoldStamps(t *testing.T) {
+	base := newMemFS(testWS+"/a/b/f", testWS+"/c/g", "/proc/1/status")
+	dirs := []string{testWS, testWS + "/a", testWS + "/a/b", testWS + "/c", "/proc"}
+	var lists atomic.Int32
+	settled := listCounter{stampFS{base, 20 * stampSettle}, &lists}
+	obs := stampedObs(t, settled, dirs...)
+	for _, o := range obs {
+		if want := o.Path != "/proc"; (o.Stamp != Stamp{}) != want {
+			t.Errorf("%s: stamp %+v; want one: %v (only trusted filesystems)", o.Path, o.Stamp, want)
+		}
+	}
+	lists.Store(0)
+	if !obs.Hold(settled) || lists.Load() != 1 {
+		t.Errorf("unchanged: Hold listed %d directories; want only /proc, which has no stamp", lists.Load())
+	}
+
+	// A change moves the directory's stamp: listed again, and seen.
+	changed := base.clone()
+	changed.addPath(testWS + "/a/b/.env")
+	if obs.Hold(listCounter{stampFS{changed, 0}, &lists}) {
+		t.Errorf("a new entry: the answers hold")
+	}
+	// The stamp is what Hold trusts: an entry that appears with no change
+	// of stamp (no filesystem does that) is not seen. This is the control
+	// that the listing was not asked.
+	silent := base.clone()
+	silent.kids[testWS+"/a/b"][".env"] = TypeFile
+	if !obs.Hold(stampFS{silent, 0}) {
+		t.Errorf("an entry added behind the stamp's back: Hold listed the directory")
+	}
+	if obs.Hold(silent) {
+		t.Errorf("control: without stamps, the entry added is not seen")
+	}
+
+	// Directories that changed just before the recording are racy: no
+	// stamp, listed every time.
+	racy := stampFS{base.clone(), stampSettle / 2}
+	racy.touch(testWS + "/c")
+	robs := stampedObs(t, racy, dirs...)
+	for _, o := range robs {
+		if o.Path == testWS+"/c" && (o.Stamp != Stamp{}) {
+			t.Errorf("a directory changed %v ns before the recording has a stamp", stampSettle/2)
+		}
+		if o.Path == testWS+"/a" && (o.Stamp == Stamp{}) {
+			t.Errorf("control: a settled directory has no stamp")
+		}
+	}
+	lists.Store(0)
+	if !robs.Hold(listCounter{racy, &lists}) || lists.Load() != 2 {
+		t.Errorf("racy: Hold listed %d directories; want 2 (/proc and the racy one)", lists.Load())
+	}
+
+	// The stamps survive the plan cache's encoding; a malformed one does
+	// not decode.
+	b, err := obs.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Observations
+	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
+		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
+	}
+	i := slices.IndexFunc(obs, func(o Observation) bool { return o.Stamp != Stamp{} })
+	one, _ := Observations{obs[i]}.MarshalBinary()
+	for _, bad := range [][]byte{one[:len(one)-1], append(slices.Clone(one), 0)} {
+		if err := back.UnmarshalBinary(bad); err == nil {
+			t.Errorf("%x decodes", bad)
+		}
+	}
+	flag := 1 + 1 + 32 + 1 + len(obs[i].Path) // count, op, sum, path length, path
+	for _, f := range []byte{2, 0xff} {
+		mod := slices.Clone(one)
+		mod[flag] = f
+		if err := back.UnmarshalBinary(mod); err == nil {
+			t.Errorf("stamp flag %d decodes", f)
+		}
+	}
+	lstat := Observations{{Op: ObsLstat, Path: "/x", Stamp: Stamp{Dev: 1, Ino: 2, Sec: 3}}}
+	if b, _ := lstat.MarshalBinary(); back.UnmarshalBinary(b) == nil {
+		t.Errorf("a stamp on an lstat decodes")
+	}
+}
