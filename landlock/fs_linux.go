@@ -202,3 +202,11 @@ func trustedDev(path string, dev uint64) bool {
 	}
 	return trustedStampFS[int64(sfs.Type)]
 }
+
+// StampDir returns the stamp of the directory path on the running system
+// (stamp.go), false when it is no directory or its filesystem's change
+// times are not trusted. Take it before listing the directory.
+func StampDir(path string) (Stamp, bool) { return osFS{}.dirStamp(path) }
+
+// StampNow is the current time on the clock of the stamps, for Settled.
+func StampNow() int64 { return osFS{}.stampNow() }

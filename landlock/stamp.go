@@ -48,6 +48,11 @@ func (s Stamp) settled(now int64) bool {
 	return s != Stamp{} && (s.Sec < sec || s.Sec == sec && s.Nsec < nsec)
 }
 
+// Settled reports whether s was taken of a directory that last changed
+// stampSettle or more before now (StampNow, taken before the directory was
+// stamped): only such a stamp may stand for the listing that follows it.
+func (s Stamp) Settled(now int64) bool { return s.settled(now) }
+
 // dirStamper is an FS that stamps directories (the OS, a memFS in tests).
 type dirStamper interface {
 	// stampNow is the current time on the clock of the stamps.

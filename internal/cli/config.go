@@ -37,6 +37,9 @@ type env struct {
 	// view is the session's private view the floor is planned for; nil
 	// plans against the host's tree as it is.
 	view *landlock.View
+	// keptUnder is the plan cache's key of the floor run planned last (""
+	// when there is none): the review walk's index is kept under it.
+	keptUnder string
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.

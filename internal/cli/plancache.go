@@ -38,9 +38,10 @@ const planCacheVar = "AGENT_LAUNCHER_PLAN_CACHE"
 // digests changes.
 const planCacheFormat = "agent-launcher plan cache v2"
 
-// maxPlanEntries bounds the plans kept (one per workspace, agent and
-// policy in use); the least recently written go first.
-const maxPlanEntries = 32
+// maxPlanEntries bounds the entries kept, plans and review walk indexes
+// (one of each per workspace, agent and policy in use); the least recently
+// written go first.
+const maxPlanEntries = 64
 
 // maxPlanEntry bounds an entry read back.
 const maxPlanEntry = 16 << 20
@@ -178,6 +179,45 @@ func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, 
 	return pl, notes, true
 }
 
+// walkIndexName is the name of the review walk's index kept beside the
+// plan of key.
+func walkIndexName(key string) string { return key + ".walk" }
+
+// maxWalkIndex bounds an index read back.
+const maxWalkIndex = 64 << 20
+
+// walkIndex returns the review walk's index kept under key, nil when
+// there is none (or key is "").
+func (c planCache) walkIndex(key string) *walkIndex {
+	if key == "" {
+		return nil
+	}
+	d, err := openEntryDir(c.dir, false)
+	if err != nil {
+		return nil
+	}
+	defer d.close()
+	b, ok := d.read(walkIndexName(key), maxWalkIndex)
+	if !ok {
+		return nil
+	}
+	var idx walkIndex
+	if json.Unmarshal(b, &idx) != nil {
+		return nil
+	}
+	return &idx
+}
+
+// putWalkIndex keeps idx under key; failures are silent, as put's.
+func (c planCache) putWalkIndex(key string, idx *walkIndex) {
+	if key == "" || idx == nil {
+		return
+	}
+	if b, err := json.Marshal(idx); err == nil {
+		storeEntry(c.dir, walkIndexName(key), b, maxPlanEntries)
+	}
+}
+
 // put keeps pl, planned on obs, under key. Failures are silent: a miss
 // only costs planning.
 func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan, notes []string) {
@@ -190,6 +230,7 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 // still answers as it did, else a new plan, kept for the next run when it
 // depends on nothing but the key and the answers. cached says which.
 func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
+	e.keptUnder = ""
 	if os.Getenv(planCacheVar) == "0" {
 		pl, _, notes, err = e.planFloor(p, abi, canary)
 		if err == nil {
@@ -211,6 +252,7 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 		kerr = err
 	}
 	if kerr == nil {
+		e.keptUnder = key
 		if pl, notes, ok := c.get(key, landlock.OS()); ok {
 			launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
 			return pl, notes, true, nil

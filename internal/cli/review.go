@@ -111,39 +111,90 @@ func (e *env) reviewRoots(pol *rules.Policy) []string {
 // protection names. Directories that hold only what git and package
 // managers regenerate are not walked.
 func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, string) {
+	snap, incomplete, _ := walkPersistence(m, roots, nil)
+	return snap, incomplete
+}
+
+// walkIndex is what a review walk keeps of the directories it listed, so
+// that the next walk (the session's end, the next session's start) need
+// not list again a directory that did not change: per directory, its
+// stamp (landlock.Stamp, taken before the listing and settled), how many
+// entries it held, and the names of those the walk visits, the
+// subdirectories and the persistence paths. A directory whose stamp is
+// the kept one holds the same names (stamp.go says why), and the matcher
+// is the same one (the index is kept under the plan key, which digests
+// the policy), so the same of them are persistence paths; those are
+// described again, their content may have changed.
+type walkIndex struct {
+	Dirs map[string]walkDir `json:"dirs"`
+}
+
+type walkDir struct {
+	Stamp   landlock.Stamp `json:"stamp"`
+	Entries int            `json:"entries"`
+	// Visit are the names walked into, in order: subdirectories and
+	// persistence paths.
+	Visit []string `json:"visit"`
+	// Dirs marks which of Visit are directories.
+	Dirs []bool `json:"dirs"`
+}
+
+// walkPersistence is snapshotPersistence with an index: idx (nil: none)
+// stands for the listings of the directories whose stamps did not change,
+// and the index of this walk is returned (nil when the walk stopped at
+// reviewLimit).
+func walkPersistence(m *tiers.Matcher, roots []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+	return walkPersistenceOn(landlock.OS(), m, roots, idx)
+}
+
+// walkPersistenceOn walks fsys, the OS or one that counts its listings.
+func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
 	snap := persistSnapshot{}
+	out := &walkIndex{Dirs: map[string]walkDir{}}
+	now := landlock.StampNow()
 	buf := make([]byte, 32<<10) // one read buffer for every file hashed
 	seen := 0
 	incomplete := ""
 	// Depth first in lexical order, as filepath.WalkDir walks, listing
 	// with the planner's getdents listing (two allocations per entry fewer:
 	// a workspace of 10,000 files is walked twice per session).
-	fsys := landlock.OS()
 	stop := false
-	var visit func(p string, dir bool)
-	visit = func(p string, dir bool) {
+	// visit walks p and reports whether it is a persistence path.
+	var visit func(p string, dir bool) bool
+	visit = func(p string, dir bool) bool {
 		if stop {
-			return
+			return false
 		}
 		if seen++; seen > reviewLimit {
 			incomplete = fmt.Sprintf("more than %d entries under %s", reviewLimit, strings.Join(roots, " "))
 			stop = true
-			return
+			return false
 		}
 		// Only git's object stores are skipped: they hold nothing a
 		// program runs. node_modules is walked: a package directory may
 		// hold a repository whose config git outside obeys.
 		if dir && (strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
-			return
+			return false
 		}
+		marked := false
 		if dec := m.Decide(p, tiers.OpWrite); dec.Rule != nil && dec.Rule.Kind == rules.KindWriteProtect {
+			marked = true
 			if ent, ok := describeBuf(p, buf); ok {
 				ent.Rule = dec.Rule.Pattern
 				snap[p] = ent
 			}
 		}
 		if !dir {
-			return
+			return marked
+		}
+		st, stamped := landlock.StampDir(p)
+		if kept, ok := idx.dir(p); ok && stamped && kept.Stamp == st {
+			for i, name := range kept.Visit {
+				visit(filepath.Join(p, name), kept.Dirs[i])
+			}
+			seen += kept.Entries - len(kept.Visit)
+			out.Dirs[p] = kept
+			return marked
 		}
 		ents, err := fsys.ReadDir(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -155,16 +206,38 @@ func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, str
 			// Gone since the listing: nothing to record.
 			snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
 		}
+		rec := walkDir{Entries: len(ents)}
 		for _, e := range ents {
-			visit(filepath.Join(p, e.Name), e.Type == landlock.TypeDir)
+			isDir := e.Type == landlock.TypeDir
+			if visit(filepath.Join(p, e.Name), isDir) || isDir {
+				rec.Visit = append(rec.Visit, e.Name)
+				rec.Dirs = append(rec.Dirs, isDir)
+			}
 		}
+		if err == nil && stamped && st.Settled(now) {
+			rec.Stamp = st
+			out.Dirs[p] = rec
+		}
+		return marked
 	}
 	for _, root := range roots {
 		if info, err := fsys.Lstat(root); err == nil {
 			visit(root, info.Type == landlock.TypeDir)
 		}
 	}
-	return snap, incomplete
+	if stop {
+		out = nil
+	}
+	return snap, incomplete, out
+}
+
+// dir returns the kept record of directory p.
+func (idx *walkIndex) dir(p string) (walkDir, bool) {
+	if idx == nil {
+		return walkDir{}, false
+	}
+	d, ok := idx.Dirs[p]
+	return d, ok && d.Stamp != landlock.Stamp{} && len(d.Visit) == len(d.Dirs)
 }
 
 // describe records path without following a final symlink.

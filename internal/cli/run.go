@@ -131,9 +131,13 @@ func (c *command) run(args []string) int {
 		roots := e.reviewRoots(p.pol)
 		var before persistSnapshot
 		var incomplete string
+		var walked *walkIndex
 		snapped := make(chan struct{})
+		key := e.keptUnder
 		go func() {
-			before, incomplete = snapshotPersistence(p.m, roots)
+			// The last session's walk index spares listing again the
+			// directories that did not change since (walkIndex).
+			before, incomplete, walked = walkPersistence(p.m, roots, e.planCache().walkIndex(key))
 			launch.Trace("session review: persistence paths recorded")
 			close(snapped)
 		}()
@@ -156,7 +160,8 @@ func (c *command) run(args []string) int {
 		if err == nil {
 			<-snapped
 			launch.Trace("agent exited")
-			after, inc2 := snapshotPersistence(p.m, roots)
+			after, inc2, index := walkPersistence(p.m, roots, walked)
+			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
 				Changes: diffPersistence(before, after), Incomplete: cmp.Or(incomplete, inc2)}

@@ -1,8 +1,18 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
 func TestDiffPersistence(t *testing.T) {
@@ -36,5 +46,110 @@ func TestDiffPersistence(t *testing.T) {
 	delete(after, "/w/.envrc")
 	if d := diffPersistence(before, after); !slices.ContainsFunc(d, func(c reviewChange) bool { return c.Kind == "deleted" && c.Path == "/w/.envrc" }) {
 		t.Errorf("a deleted path is not reported: %+v", d)
+	}
+}
+
+// countingFS is the OS, counting listings.
+type countingFS struct {
+	landlock.FS
+	lists *atomic.Int32
+}
+
+func (c countingFS) ReadDir(p string) ([]landlock.DirEntry, error) {
+	c.lists.Add(1)
+	return c.FS.ReadDir(p)
+}
+
+// TestWalkIndex: a review walk with the last walk's index lists only the
+// directories whose stamps changed, and sees every change all the same:
+// a persistence file made in a directory whose times are then put back,
+// one whose content changed in place, one in a directory changed just
+// before the first walk.
+func TestWalkIndex(t *testing.T) {
+	e, p, ws := planCacheEnv(t)
+	for _, f := range []string{".git/config", ".git/hooks/pre-commit.sample", "src/a/b/main.go", "src/c/util.go", "docs/x/readme.md"} {
+		if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("v1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2100 * time.Millisecond) // landlock's stampSettle: the tree is at rest
+	if err := os.WriteFile(filepath.Join(ws, "docs", "x", "new.md"), nil, 0o644); err != nil {
+		t.Fatal(err) // docs/x changed just now: racy
+	}
+	roots := e.reviewRoots(p.pol)
+	if !slices.Contains(roots, ws) {
+		t.Fatalf("the workspace is no review root: %q", roots)
+	}
+	var lists atomic.Int32
+	fsys := countingFS{landlock.OS(), &lists}
+	snap1, inc, idx1 := walkPersistenceOn(fsys, p.m, roots, nil)
+	if inc != "" || idx1 == nil {
+		t.Fatalf("first walk: incomplete %q, index %v", inc, idx1)
+	}
+	if _, ok := snap1[filepath.Join(ws, ".git/config")]; !ok {
+		t.Fatalf("control: .git/config is not recorded: %v", snap1)
+	}
+	listed := lists.Load()
+	if _, ok := idx1.Dirs[filepath.Join(ws, "docs/x")]; ok {
+		t.Errorf("a directory changed just before the walk is in its index")
+	}
+	if _, ok := idx1.Dirs[filepath.Join(ws, "src/a/b")]; !ok {
+		t.Errorf("control: a directory at rest is not in the index")
+	}
+
+	lists.Store(0)
+	snap2, _, idx2 := walkPersistenceOn(fsys, p.m, roots, idx1)
+	if !reflect.DeepEqual(snap1, snap2) {
+		t.Errorf("nothing changed, and the snapshots differ:\n%v\n%v", snap1, snap2)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("nothing changed: the walk listed %d directories (of %d); want 1, the racy one", n, listed)
+	}
+	if len(idx2.Dirs) < len(idx1.Dirs) {
+		t.Errorf("the index lost directories: %d, was %d", len(idx2.Dirs), len(idx1.Dirs))
+	}
+
+	// Changes: a .envrc in src/a/b, whose times are put back; the
+	// hooks sample rewritten in place; a .envrc in the racy docs/x.
+	b := filepath.Join(ws, "src/a/b")
+	var st unix.Stat_t
+	if err := unix.Lstat(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"src/a/b/.envrc", "docs/x/.envrc"} {
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("export X=1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, b, []unix.Timespec{st.Atim, st.Mtim}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, ".git/hooks/pre-commit.sample"), []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap3, _, _ := walkPersistenceOn(fsys, p.m, roots, idx2)
+	var got []string
+	for _, c := range diffPersistence(snap2, snap3) {
+		got = append(got, c.Kind+" "+strings.TrimPrefix(c.Path, ws+"/"))
+	}
+	want := []string{"modified .git/hooks/pre-commit.sample", "created docs/x/.envrc", "created src/a/b/.envrc"}
+	if !slices.Equal(got, want) {
+		t.Errorf("changes: got %q\nwant %q", got, want)
+	}
+
+	// An index that does not hang together is not used.
+	bad := &walkIndex{Dirs: map[string]walkDir{}}
+	for p, d := range idx1.Dirs {
+		d.Dirs = d.Dirs[:0]
+		d.Visit = append(d.Visit, "x")
+		bad.Dirs[p] = d
+	}
+	lists.Store(0)
+	snap4, _, _ := walkPersistenceOn(fsys, p.m, roots, bad)
+	if !reflect.DeepEqual(snap3, snap4) || lists.Load() < int32(len(idx1.Dirs)) {
+		t.Errorf("a malformed index: %d listings, snapshots equal %v", lists.Load(), reflect.DeepEqual(snap3, snap4))
 	}
 }
