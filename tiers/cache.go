@@ -144,6 +144,7 @@ func (d *decoder) u32s() []uint32 {
 		if uintptr(unsafe.Pointer(&d.b[0]))%4 == 0 {
 			out = unsafe.Slice((*uint32)(unsafe.Pointer(&d.b[0])), n)
 		} else {
+			out = make([]uint32, n)
 			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), 4*n), d.b[:4*n])
 		}
 		d.b = d.b[4*n:]
@@ -325,16 +326,26 @@ func (w *wireAutomaton) automaton() (*automaton, error) {
 	if uint64(len(w.Trans)) != uint64(w.Nstates)*width {
 		return nil, errBadCache
 	}
-	validState := func(off uint32) bool {
-		return off >= 1 && uint64(off-1)%width == 0 && uint64(off-1)/width < uint64(w.Nstates)
+	// A state is named by the offset of its row's second cell: valid has
+	// bit off-1 set for each (a bit test per cell, where a division per
+	// cell cost most of a launch's decoding).
+	total := uint64(len(w.Trans))
+	valid := make([]uint64, (total+63)/64)
+	for o := uint64(0); o < total; o += width {
+		valid[o>>6] |= 1 << (o & 63)
 	}
-	for i, v := range w.Trans {
-		if uint64(i)%width == 0 {
-			if int(v) >= len(w.Sets) {
+	validState := func(off uint32) bool {
+		x := uint64(off) - 1
+		return off >= 1 && x < total && valid[x>>6]&(1<<(x&63)) != 0
+	}
+	for row := uint64(0); row < total; row += width {
+		if int(w.Trans[row]) >= len(w.Sets) {
+			return nil, errBadCache
+		}
+		for _, v := range w.Trans[row+1 : row+width] {
+			if !validState(v) {
 				return nil, errBadCache
 			}
-		} else if !validState(v) {
-			return nil, errBadCache
 		}
 	}
 	for _, c := range w.ASCII {

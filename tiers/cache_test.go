@@ -31,6 +31,19 @@ func TestCompileCached(t *testing.T) {
 			t.Fatalf("%d: hit: %v, %d puts", i, err, cache.puts)
 		}
 		sameDecisions(t, doc, fresh, hit, c.path)
+		// An entry at an address not 4-aligned (read, not mapped) is
+		// copied, and used.
+		for key, v := range cache.m {
+			odd := make([]byte, len(v)+1)[1:]
+			copy(odd, v)
+			cache.m[key] = odd
+			m, err := CompileCached(p, cache)
+			if err != nil || cache.puts != 1 {
+				t.Fatalf("%d: unaligned entry: %v, %d puts (it was compiled again)", i, err, cache.puts)
+			}
+			sameDecisions(t, doc, fresh, m, c.path)
+			cache.m[key] = v
+		}
 		// Damage every entry in a few ways: the matcher must still be right.
 		for key, v := range cache.m {
 			for j, bad := range [][]byte{v[:len(v)/2], flip(v, len(v)/3), flip(v, len(v)-9), nil} {
