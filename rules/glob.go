@@ -3,6 +3,7 @@ package rules
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -305,7 +306,9 @@ func expandBraces(s string, out []string) ([]string, *GlobError) {
 
 // parseGlob parses one brace-free alternative.
 func parseGlob(s string) (Glob, *GlobError) {
-	g := Glob{Text: s}
+	// At most one token per byte, and one more ("**/" is two): one
+	// allocation, where growing by appends cost most of a policy load.
+	g := Glob{Text: s, Tokens: make([]Token, 0, len(s)+1)}
 	bad := func(off int, format string, args ...any) (Glob, *GlobError) {
 		return Glob{}, &GlobError{s, off, fmt.Sprintf(format, args...)}
 	}
@@ -325,7 +328,7 @@ func parseGlob(s string) (Glob, *GlobError) {
 	case strings.HasPrefix(s, "/"):
 		rest = s[1:]
 		if rest == "" {
-			g.Tokens = append(g.Tokens, Token{Kind: TokSep})
+			g.Tokens = slices.Clip(append(g.Tokens, Token{Kind: TokSep}))
 			return g, nil
 		}
 	default:
@@ -393,11 +396,11 @@ func parseGlob(s string) (Glob, *GlobError) {
 			if needSep {
 				g.Tokens = append(g.Tokens, Token{Kind: TokSep})
 			}
-			toks, literal, err := parseSegment(s, base, seg)
+			toks, literal, err := parseSegment(s, base, seg, g.Tokens)
 			if err != nil {
 				return Glob{}, err
 			}
-			g.Tokens = append(g.Tokens, toks...)
+			g.Tokens = toks
 			if literalPrefix && literal {
 				g.LiteralSegments++
 			} else {
@@ -412,12 +415,13 @@ func parseGlob(s string) (Glob, *GlobError) {
 		rest = rest[end+1:]
 		base += end + 1
 	}
+	g.Tokens = slices.Clip(g.Tokens) // an append to a copy must not write into this one
 	return g, nil
 }
 
-// parseSegment parses the items of one segment (no '/', not "**").
-func parseSegment(pat string, base int, seg string) ([]Token, bool, *GlobError) {
-	var toks []Token
+// parseSegment parses the items of one segment (no '/', not "**"),
+// appending them to toks.
+func parseSegment(pat string, base int, seg string, toks []Token) ([]Token, bool, *GlobError) {
 	literal := true
 	bad := func(off int, format string, args ...any) ([]Token, bool, *GlobError) {
 		return nil, false, &GlobError{pat, base + off, fmt.Sprintf(format, args...)}

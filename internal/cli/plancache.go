@@ -110,10 +110,6 @@ func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
 	if err := syscall.Stat("/proc/self/exe", &self); err != nil {
 		return "", err
 	}
-	pol, err := json.Marshal(p.pol)
-	if err != nil {
-		return "", err
-	}
 	view, err := json.Marshal(e.view)
 	if err != nil {
 		return "", err
@@ -138,7 +134,12 @@ func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
 	field([]byte(e.workspace))
 	field([]byte(p.name))
 	field(view)
-	field(pol)
+	// The policy last, its JSON written into the hash by an Encoder
+	// (json.Marshal would copy its few hundred kilobytes once more):
+	// nothing follows it, so its end needs no length.
+	if err := json.NewEncoder(h).Encode(p.pol); err != nil {
+		return "", err
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
