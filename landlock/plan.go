@@ -211,6 +211,9 @@ var (
 	// ErrScanLimit: a granted tree is too large to search for the
 	// anywhere-patterns that apply in it.
 	ErrScanLimit = errors.New("too many entries to search")
+	// ErrExposed: a rule above a scan root grants rights that reach an
+	// entry in it the policy protects.
+	ErrExposed = errors.New("protected entry reachable through a grant above it")
 	// ErrHardLink: a protected file has another name, which a grant may reach.
 	ErrHardLink = errors.New("protected file has more than one hard link")
 	// ErrNoCanary: no existing path is denied, so the floor cannot be checked.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -329,5 +330,51 @@ func TestPlanScanRoots(t *testing.T) {
 	all, err := NewPlan(m, 7, fsys, Options{})
 	if err != nil || all.Grants("/usr/share/x/.env", TypeFile) != 0 || len(all.Warnings) != 0 {
 		t.Errorf("everywhere: %v %s %q", err, all.Grants("/usr/share/x/.env", TypeFile), all.Warnings)
+	}
+}
+
+// TestPlanRootUnderGrant: a scan root (a workspace, the home directory)
+// below a tree the policy grants whole where it does not search for the
+// patterns that match names anywhere (/tmp, or /home under a broad rule):
+// the grant above reaches every entry of the root, which no rule below
+// can take back. A root holding an entry such a pattern protects is
+// refused (ErrExposed), or planned so that the entry gets nothing; without
+// one it plans, and the grant stands.
+func TestPlanRootUnderGrant(t *testing.T) {
+	const ws = "/tmp/x/ws"
+	for _, c := range []struct {
+		name, policy, secret string
+		roots                []string
+	}{
+		{"workspace under /tmp", basePolicy + `deny_paths = ["**/.env"]` + "\n", ws + "/sub/.env", []string{testHome, ws}},
+		{"home under a broad read rule", strings.Replace(basePolicy, `read_paths = ["~/.gitconfig"]`, `read_paths = ["~/.gitconfig", "/home/**"]`, 1) + `deny_paths = ["**/.env"]` + "\n", testHome + "/other/.env", []string{testHome, testWS}},
+	} {
+		for _, binds := range []bool{false, true} {
+			t.Run(fmt.Sprint(c.name, " binds ", binds), func(t *testing.T) {
+				m := compile(t, c.policy)
+				plan := func(fsys FS) (*Plan, error) {
+					opts := Options{ScanRoots: c.roots}
+					if binds {
+						return planBinds(m, 7, fsys, opts)
+					}
+					return NewPlan(m, 7, fsys, opts)
+				}
+				clean := append(slices.Clone(system), ws+"/main.go", "/tmp/other/f", testHome+"/other/notes")
+				pl, err := plan(newMemFS(clean...))
+				if err != nil {
+					t.Fatalf("control: no protected entry in the root: %v", err)
+				}
+				if g := pl.Grants(path.Dir(c.secret)+"/x", TypeFile); g&ReadFile == 0 {
+					t.Fatalf("control: the grant does not reach the root: %s", g)
+				}
+				pl, err = plan(newMemFS(append(clean, c.secret)...))
+				switch {
+				case err == nil && pl.Grants(c.secret, TypeFile) != 0:
+					t.Fatalf("planned, granting %s on %s", pl.Grants(c.secret, TypeFile), c.secret)
+				case err != nil && (!errors.Is(err, ErrExposed) || !strings.Contains(err.Error(), c.secret)):
+					t.Errorf("error %q: want ErrExposed naming %s", err, c.secret)
+				}
+			})
+		}
 	}
 }
