@@ -299,3 +299,35 @@ func TestPlanCache(t *testing.T) {
 		t.Errorf("the session after the key appeared: %s", r)
 	}
 }
+
+// TestWorkspaceUnderGrantedTmp: a workspace inside /tmp, which the
+// policy (as the default one does) lets the agent write whole. The grant
+// on /tmp reaches every entry of the workspace, and no rule below can
+// take it back, so a .env in it would be readable: run refuses to start
+// (found by a review; it printed the secret before).
+func TestWorkspaceUnderGrantedTmp(t *testing.T) {
+	s := newSandbox(t, `write_paths = ["<workspace>/**", "/tmp/**"]`+"\n")
+	ws, err := os.MkdirTemp("/tmp", "al-kerneltest-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if err := os.Chmod(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s.ws = ws
+	s.writeAbs(ws+"/notes.txt", "notes")
+	wantOK(t, "control: a workspace in /tmp with nothing protected runs", s.agent("read", ws+"/notes.txt"))
+
+	env := ws + "/sub/.env"
+	s.writeAbs(env, envSec)
+	wantOK(t, "control: the .env is readable without the launcher", s.bare("read", env))
+	r := s.agent("read", env)
+	if r.code != 125 || strings.Contains(r.stdout, envSec) || !strings.Contains(r.stderr, "protected entry reachable through a grant above it: "+env) || !strings.Contains(r.stderr, "nothing was run") {
+		t.Errorf("a .env in a workspace under /tmp: want a refusal (exit 125) naming it: %s", r)
+	}
+	if err := os.Remove(env); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "control: with the .env gone, it runs again", s.agent("read", ws+"/notes.txt"))
+}
