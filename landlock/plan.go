@@ -1,6 +1,7 @@
 package landlock
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -524,6 +525,20 @@ func (p *planner) dir(n *node, inh Access) error {
 	if ignored {
 		st.Anywhere, st.AnywhereGrant = false, false
 	}
+	// A scan root below a tree granted whole without a search (a
+	// workspace under /tmp, which the default policy grants): that grant
+	// reaches every entry of the root, and no rule below can take it back.
+	// The root is searched, and an entry it holds that the grant reaches
+	// but the policy protects refuses the plan.
+
+	if inh != 0 && st.Anywhere && slices.Contains(p.roots, n.path) {
+		if err := p.walk(n); err != nil {
+			return err
+		}
+		if over := inh &^ n.min & p.handled; over != 0 {
+			return p.exposed(n, over)
+		}
+	}
 	g := constraint(st.Weakest, TypeOther, true)
 	if self[tiers.OpRead] != tiers.Allowed {
 		g &^= ReadDir
@@ -560,7 +575,10 @@ func (p *planner) dir(n *node, inh Access) error {
 	}
 	have := inh | g
 	want := rightsFor(st.Strongest, TypeOther, true) & p.handled
-	descend := !st.Exact || want&^have != 0 || seekBinds || p.binding && p.holdsRoot(n.path)
+	// Down to each scan root below, even through a tree granted whole:
+	// with binds, the mounts protect what a grant from above cannot
+	// withhold; and the root must be searched for what it exposes.
+	descend := !st.Exact || want&^have != 0 || seekBinds || p.holdsRoot(n.path)
 	if walked {
 		descend = descend || n.max&p.handled&^have != 0
 	} else if st.AnywhereGrant {
@@ -957,6 +975,36 @@ func (p *planner) link(path string) {
 			return
 		}
 	}
+}
+
+// exposed is the ErrExposed error for the scan root n, below which a rule
+// above grants over: it names the first entry that over reaches and the
+// policy protects, and the nearest rule above that grants it.
+func (p *planner) exposed(n *node, over Access) error {
+	var find func(n *node) string
+	find = func(n *node) string {
+		for _, e := range n.entries {
+			path := join(n.path, e.Name)
+			if over&^constraint(p.verdicts(path), e.Type, false) != 0 {
+				return path
+			}
+			if c, ok := p.nodes[path]; ok && e.Type == TypeDir && c.listed {
+				if f := find(c); f != "" {
+					return f
+				}
+			}
+		}
+		return ""
+	}
+	entry := cmp.Or(find(n), "an entry of "+n.path)
+	above := "a directory above it"
+	for _, r := range p.plan.Rules {
+		if r.Dir && r.Access&over != 0 && under(n.path, r.Path) && r.Path != n.path {
+			above = r.Path // the rules go depth first: the last is the nearest
+		}
+	}
+	return fmt.Errorf("landlock: %w: %s, which the policy protects, lies in %s, below %s, which the policy grants whole (%s) without searching it for the patterns that match names anywhere; no rule below a grant can take it back. Move %s out of %s, or narrow the rule that grants %s",
+		ErrExposed, entry, n.path, above, over&p.handled, n.path, above, above)
 }
 
 // holdsRoot reports whether a scan root (the home directory, the
