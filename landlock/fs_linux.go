@@ -170,19 +170,26 @@ func (osFS) stampNow() int64 {
 }
 
 func (osFS) dirStamp(path string) (Stamp, bool) {
-	var st unix.Stat_t
-	if err := unix.Lstat(path, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil ||
+		uint32(stx.Mode)&unix.S_IFMT != unix.S_IFDIR || stx.Mask&unix.STATX_CTIME == 0 {
 		return Stamp{}, false
 	}
-	trusted, ok := stampDevs.Load(st.Dev)
+	// An encrypted directory's listing changes when its key is added or
+	// removed (no-key names for the real ones), and its stamp does not.
+	if stx.Attributes_mask&unix.STATX_ATTR_ENCRYPTED != 0 && stx.Attributes&unix.STATX_ATTR_ENCRYPTED != 0 {
+		return Stamp{}, false
+	}
+	dev := unix.Mkdev(stx.Dev_major, stx.Dev_minor)
+	trusted, ok := stampDevs.Load(dev)
 	if !ok {
-		trusted = trustedDev(path, st.Dev)
-		stampDevs.Store(st.Dev, trusted)
+		trusted = trustedDev(path, dev)
+		stampDevs.Store(dev, trusted)
 	}
 	if !trusted.(bool) {
 		return Stamp{}, false
 	}
-	return Stamp{Dev: st.Dev, Ino: st.Ino, Sec: st.Ctim.Sec, Nsec: st.Ctim.Nsec}, true
+	return Stamp{Dev: dev, Ino: stx.Ino, Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, true
 }
 
 // trustedDev reports whether the filesystem of dev, which path is on, is

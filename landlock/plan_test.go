@@ -341,7 +341,7 @@ func TestPlanScanRoots(t *testing.T) {
 // refused (ErrExposed), or planned so that the entry gets nothing; without
 // one it plans, and the grant stands.
 func TestPlanRootUnderGrant(t *testing.T) {
-	const ws = "/tmp/x/ws"
+	const ws = "/tmp/proj/ws"
 	for _, c := range []struct {
 		name, policy, secret string
 		roots                []string

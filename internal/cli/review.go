@@ -237,7 +237,15 @@ func (idx *walkIndex) dir(p string) (walkDir, bool) {
 		return walkDir{}, false
 	}
 	d, ok := idx.Dirs[p]
-	return d, ok && d.Stamp != landlock.Stamp{} && len(d.Visit) == len(d.Dirs)
+	if !ok || d.Stamp == (landlock.Stamp{}) || len(d.Visit) != len(d.Dirs) || d.Entries < len(d.Visit) {
+		return walkDir{}, false
+	}
+	for _, name := range d.Visit {
+		if !validEntryName(name) {
+			return walkDir{}, false // one name, not "." or ".." (a damaged index would walk elsewhere)
+		}
+	}
+	return d, true
 }
 
 // describe records path without following a final symlink.

@@ -160,6 +160,9 @@ func (c *command) run(args []string) int {
 		if err == nil {
 			<-snapped
 			launch.Trace("agent exited")
+			if os.Getenv(planCacheVar) == "0" {
+				walked = nil // no stamps at all: every directory listed again
+			}
 			after, inc2, index := walkPersistence(p.m, roots, walked)
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")

@@ -140,16 +140,31 @@ func TestWalkIndex(t *testing.T) {
 		t.Errorf("changes: got %q\nwant %q", got, want)
 	}
 
-	// An index that does not hang together is not used.
-	bad := &walkIndex{Dirs: map[string]walkDir{}}
-	for p, d := range idx1.Dirs {
-		d.Dirs = d.Dirs[:0]
-		d.Visit = append(d.Visit, "x")
-		bad.Dirs[p] = d
-	}
-	lists.Store(0)
-	snap4, _, _ := walkPersistenceOn(fsys, p.m, roots, bad)
-	if !reflect.DeepEqual(snap3, snap4) || lists.Load() < int32(len(idx1.Dirs)) {
-		t.Errorf("a malformed index: %d listings, snapshots equal %v", lists.Load(), reflect.DeepEqual(snap3, snap4))
+	// An index that does not hang together is not used: names and kinds
+	// that do not pair, a name that is no single component (a damaged
+	// index would walk elsewhere, or forever), fewer entries than names.
+	for i, damage := range []func(d walkDir) walkDir{
+		func(d walkDir) walkDir { d.Dirs = d.Dirs[:0]; d.Visit = append(d.Visit, "x"); return d },
+		func(d walkDir) walkDir {
+			d.Visit = append(slices.Clone(d.Visit), ".")
+			d.Dirs = append(slices.Clone(d.Dirs), true)
+			return d
+		},
+		func(d walkDir) walkDir {
+			d.Visit = append(slices.Clone(d.Visit), "../..")
+			d.Dirs = append(slices.Clone(d.Dirs), true)
+			return d
+		},
+		func(d walkDir) walkDir { d.Entries = -1; return d },
+	} {
+		bad := &walkIndex{Dirs: map[string]walkDir{}}
+		for p, d := range idx1.Dirs {
+			bad.Dirs[p] = damage(d)
+		}
+		lists.Store(0)
+		snap4, inc, _ := walkPersistenceOn(fsys, p.m, roots, bad)
+		if !reflect.DeepEqual(snap3, snap4) || inc != "" || lists.Load() < int32(len(idx1.Dirs)) {
+			t.Errorf("malformed index %d: %d listings, snapshots equal %v, incomplete %q", i, lists.Load(), reflect.DeepEqual(snap3, snap4), inc)
+		}
 	}
 }
