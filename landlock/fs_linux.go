@@ -42,14 +42,36 @@ func modeType(mode uint32) FileType {
 // filesystem does not report (DT_UNKNOWN) is asked of lstat, as os.ReadDir
 // does.
 func (osFS) ReadDir(path string) ([]DirEntry, error) {
+	entries, _, _, err := readDir(path, false)
+	return entries, err
+}
+
+// readDirStamped is ReadDir with the stamp of the directory it lists,
+// taken from the open descriptor before the listing: the stamp is of the
+// very directory listed, whatever a rename does to the path meanwhile.
+func (osFS) readDirStamped(path string) ([]DirEntry, Stamp, bool, error) {
+	return readDir(path, true)
+}
+
+func readDir(path string, stamp bool) ([]DirEntry, Stamp, bool, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	for err == unix.EINTR {
 		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, Stamp{}, false, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	var st Stamp
+	stamped := false
+	if stamp {
+		st, stamped = stampAt(fd, "", unix.AT_EMPTY_PATH)
+	}
+	entries, err := readDirFD(fd, path)
+	return entries, st, stamped, err
+}
+
+func readDirFD(fd int, path string) ([]DirEntry, error) {
 	bp := direntBufs.Get().(*[]byte)
 	defer direntBufs.Put(bp)
 	buf := *bp
@@ -170,8 +192,13 @@ func (osFS) stampNow() int64 {
 }
 
 func (osFS) dirStamp(path string) (Stamp, bool) {
+	return stampAt(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// stampAt stamps the directory statx(dirfd, path, flags) names.
+func stampAt(dirfd int, path string, flags int) (Stamp, bool) {
 	var stx unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx); err != nil ||
+	if err := unix.Statx(dirfd, path, flags, unix.STATX_BASIC_STATS, &stx); err != nil ||
 		uint32(stx.Mode)&unix.S_IFMT != unix.S_IFDIR || stx.Mask&unix.STATX_CTIME == 0 {
 		return Stamp{}, false
 	}
@@ -183,7 +210,7 @@ func (osFS) dirStamp(path string) (Stamp, bool) {
 	dev := unix.Mkdev(stx.Dev_major, stx.Dev_minor)
 	trusted, ok := stampDevs.Load(dev)
 	if !ok {
-		trusted = trustedDev(path, dev)
+		trusted = trustedDev(dirfd, path, flags, dev)
 		stampDevs.Store(dev, trusted)
 	}
 	if !trusted.(bool) {
@@ -192,16 +219,20 @@ func (osFS) dirStamp(path string) (Stamp, bool) {
 	return Stamp{Dev: dev, Ino: stx.Ino, Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}, true
 }
 
-// trustedDev reports whether the filesystem of dev, which path is on, is
-// one of trustedStampFS. The type and the device are read from one open
-// descriptor: a mount that appears on path meanwhile is a device the
+// trustedDev reports whether the filesystem of dev, which the directory
+// that stampAt was given is on, is one of trustedStampFS. The type and the
+// device are read from one open descriptor (dirfd itself, with
+// AT_EMPTY_PATH): a mount that appears on path meanwhile is a device the
 // answer is not about, and no.
-func trustedDev(path string, dev uint64) bool {
-	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false
+func trustedDev(dirfd int, path string, flags int, dev uint64) bool {
+	fd := dirfd
+	if flags&unix.AT_EMPTY_PATH == 0 {
+		var err error
+		if fd, err = unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err != nil {
+			return false
+		}
+		defer unix.Close(fd)
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
 	var sfs unix.Statfs_t
 	if unix.Fstat(fd, &st) != nil || st.Dev != dev || unix.Fstatfs(fd, &sfs) != nil {
@@ -217,3 +248,16 @@ func StampDir(path string) (Stamp, bool) { return osFS{}.dirStamp(path) }
 
 // StampNow is the current time on the clock of the stamps, for Settled.
 func StampNow() int64 { return osFS{}.stampNow() }
+
+// ReadDirStamped lists path on fsys, the running system's filesystem or
+// one that stands for it (a test's wrapper of OS()), with the stamp of the
+// directory listed (StampDir), taken before the listing: from the listing's
+// own descriptor where fsys is OS(), else by path.
+func ReadDirStamped(fsys FS, path string) ([]DirEntry, Stamp, bool, error) {
+	if sl, ok := fsys.(stampedLister); ok {
+		return sl.readDirStamped(path)
+	}
+	st, ok := StampDir(path)
+	entries, err := fsys.ReadDir(path)
+	return entries, st, ok, err
+}

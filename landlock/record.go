@@ -99,15 +99,28 @@ func (r *Recorder) Lstat(path string) (Info, error) {
 }
 
 // ReadDir stamps the directory first, then lists it: a change made
-// between the two is in the listing or in a later stamp.
+// between the two is in the listing or in a later stamp. On the OS both
+// come from one descriptor, so that the stamp is the listed directory's
+// even when a rename swaps the path meanwhile.
 func (r *Recorder) ReadDir(path string) ([]DirEntry, error) {
 	var st Stamp
-	if ds, ok := r.fs.(dirStamper); ok {
-		if s, ok := ds.dirStamp(path); ok && s.settled(r.start) {
+	var entries []DirEntry
+	var err error
+	if sl, ok := r.fs.(stampedLister); ok {
+		var s Stamp
+		var stamped bool
+		entries, s, stamped, err = sl.readDirStamped(path)
+		if stamped && s.settled(r.start) {
 			st = s
 		}
+	} else {
+		if ds, ok := r.fs.(dirStamper); ok {
+			if s, ok := ds.dirStamp(path); ok && s.settled(r.start) {
+				st = s
+			}
+		}
+		entries, err = r.fs.ReadDir(path)
 	}
-	entries, err := r.fs.ReadDir(path)
 	r.note(ObsReadDir, path, sumReadDir(entries, err))
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -53,6 +53,12 @@ func (s Stamp) settled(now int64) bool {
 // stamped): only such a stamp may stand for the listing that follows it.
 func (s Stamp) Settled(now int64) bool { return s.settled(now) }
 
+// stampedLister is an FS that lists a directory with the stamp of the
+// directory it listed (the OS: both from one descriptor).
+type stampedLister interface {
+	readDirStamped(path string) ([]DirEntry, Stamp, bool, error)
+}
+
 // dirStamper is an FS that stamps directories (the OS, a memFS in tests).
 type dirStamper interface {
 	// stampNow is the current time on the clock of the stamps.

@@ -187,8 +187,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		if !dir {
 			return marked
 		}
-		st, stamped := landlock.StampDir(p)
-		if kept, ok := idx.dir(p); ok && stamped && kept.Stamp == st {
+		if kept, ok := idx.dir(p); ok && stampIs(p, kept.Stamp) {
 			for i, name := range kept.Visit {
 				visit(filepath.Join(p, name), kept.Dirs[i])
 			}
@@ -196,7 +195,8 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 			out.Dirs[p] = kept
 			return marked
 		}
-		ents, err := fsys.ReadDir(p)
+		// Listed with the stamp of the very directory listed.
+		ents, st, stamped, err := landlock.ReadDirStamped(fsys, p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			// A directory the review cannot list may hide what it
 			// looks for (a nested repository's config in a 0311
@@ -229,6 +229,12 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		out = nil
 	}
 	return snap, incomplete, out
+}
+
+// stampIs reports whether directory p has stamp st now.
+func stampIs(p string, st landlock.Stamp) bool {
+	now, ok := landlock.StampDir(p)
+	return ok && now == st
 }
 
 // dir returns the kept record of directory p.
