@@ -331,32 +331,3 @@ func TestWorkspaceUnderGrantedTmp(t *testing.T) {
 	}
 	wantOK(t, "control: with the .env gone, it runs again", s.agent("read", ws+"/notes.txt"))
 }
-
-// TestCwdUnderGrantedTmp: run started from a directory inside /tmp that is
-// neither the workspace nor the home: the private view keeps it (the
-// agent starts there), and the grant on /tmp reaches it, so a .env in it
-// was read (found by a review). It is searched like the workspace now.
-func TestCwdUnderGrantedTmp(t *testing.T) {
-	s := newSandbox(t, `write_paths = ["<workspace>/**", "/tmp/**"]`+"\n")
-	cwd, err := os.MkdirTemp("/tmp", "al-kerneltest-cwd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(cwd) })
-	if err := os.Chmod(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	s.writeAbs(cwd+"/notes.txt", "notes")
-	in := func(args ...string) result {
-		t.Helper()
-		return s.execIn(cwd, launcher, append([]string{"run", "--config", s.config, "--workspace", s.ws, "--", agent}, args...)...)
-	}
-	wantOK(t, "control: a cwd in /tmp with nothing protected", in("read", cwd+"/notes.txt"))
-	env := cwd + "/.env"
-	s.writeAbs(env, envSec)
-	wantOK(t, "control: the .env is readable without the launcher", s.bare("read", env))
-	r := in("read", env)
-	if strings.Contains(r.stdout, envSec) || r.code == 0 {
-		t.Errorf("a .env in the working directory under /tmp: %s", r)
-	}
-}
