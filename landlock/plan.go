@@ -1,7 +1,6 @@
 package landlock
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -979,32 +978,53 @@ func (p *planner) link(path string) {
 
 // exposed is the ErrExposed error for the scan root n, below which a rule
 // above grants over: it names the first entry that over reaches and the
-// policy protects, and the nearest rule above that grants it.
+// policy protects (or a directory that cannot be listed, which may hold
+// one), the nearest directory above that the plan grants, and the policy
+// rule that grants it.
 func (p *planner) exposed(n *node, over Access) error {
-	var find func(n *node) string
-	find = func(n *node) string {
+	var find func(n *node) (string, string)
+	find = func(n *node) (string, string) {
+		if n.opaque {
+			return n.path, "cannot be listed (permission denied), so what it holds is unknown"
+		}
 		for _, e := range n.entries {
 			path := join(n.path, e.Name)
-			if over&^constraint(p.verdicts(path), e.Type, false) != 0 {
-				return path
+			v := p.verdicts(path)
+			if over&^constraint(v, e.Type, false) != 0 {
+				if v[tiers.OpRead] == tiers.Allowed {
+					return path, "the policy keeps read-only"
+				}
+				return path, "the policy protects"
 			}
 			if c, ok := p.nodes[path]; ok && e.Type == TypeDir && c.listed {
-				if f := find(c); f != "" {
-					return f
+				if f, why := find(c); f != "" {
+					return f, why
 				}
 			}
 		}
-		return ""
+		return "", ""
 	}
-	entry := cmp.Or(find(n), "an entry of "+n.path)
-	above := "a directory above it"
+	entry, why := find(n)
+	if entry == "" {
+		entry, why = "an entry of "+n.path, "the policy protects"
+	}
+	above, rule := "a directory above it", ""
 	for _, r := range p.plan.Rules {
 		if r.Dir && r.Access&over != 0 && under(n.path, r.Path) && r.Path != n.path {
 			above = r.Path // the rules go depth first: the last is the nearest
 		}
 	}
-	return fmt.Errorf("landlock: %w: %s, which the policy protects, lies in %s, below %s, which the policy grants whole (%s) without searching it for the patterns that match names anywhere; no rule below a grant can take it back. Move %s out of %s, or narrow the rule that grants %s",
-		ErrExposed, entry, n.path, above, over&p.handled, n.path, above, above)
+	if above != "a directory above it" {
+		op := tiers.OpWrite
+		if over&ReadFile != 0 {
+			op = tiers.OpRead
+		}
+		if d := p.m.Decide(above, op); d.Rule != nil {
+			rule = fmt.Sprintf(" (the rule %q, %s)", d.Rule.Pattern, d.Rule.Source)
+		}
+	}
+	return fmt.Errorf("landlock: %w: %s, which %s, lies in %s, below %s, which the policy grants whole%s with %s, without searching it for the patterns that match names anywhere; no rule below a grant can take it back. Move %s out of %s, or narrow that rule",
+		ErrExposed, entry, why, n.path, above, rule, over&p.handled, n.path, above)
 }
 
 // holdsRoot reports whether a scan root (the home directory, the
