@@ -136,27 +136,25 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 var direntBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // pseudoMagic lists the filesystems whose names the kernel makes: no
-// policy name pattern can match a file a user put there.
+// policy name pattern can match a file a user put there. Not mqueue,
+// hugetlbfs, bpf, configfs or efivarfs, where a process names the files
+// and puts what it likes in them (a review read a .env from an mqueue
+// mounted in a workspace): they are searched like any other.
 var pseudoMagic = map[int64]string{
-	unix.PROC_SUPER_MAGIC:      "proc",
-	unix.SYSFS_MAGIC:           "sysfs",
-	unix.CGROUP_SUPER_MAGIC:    "cgroup",
-	unix.CGROUP2_SUPER_MAGIC:   "cgroup2",
-	unix.SECURITYFS_MAGIC:      "securityfs",
-	unix.DEBUGFS_MAGIC:         "debugfs",
-	unix.TRACEFS_MAGIC:         "tracefs",
-	unix.BPF_FS_MAGIC:          "bpf",
-	unix.DEVPTS_SUPER_MAGIC:    "devpts",
-	unix.PSTOREFS_MAGIC:        "pstore",
-	unix.EFIVARFS_MAGIC:        "efivarfs",
-	0x62656570 /* configfs */ : "configfs",
-	0x65735543 /* fusectl */ :  "fusectl",
-	unix.HUGETLBFS_MAGIC:       "hugetlbfs",
-	0x19800202 /* mqueue */ :   "mqueue",
-	unix.BINFMTFS_MAGIC:        "binfmt_misc",
-	unix.SELINUX_MAGIC:         "selinuxfs",
-	unix.SMACK_MAGIC:           "smackfs",
-	unix.NSFS_MAGIC:            "nsfs",
+	unix.PROC_SUPER_MAGIC:     "proc",
+	unix.SYSFS_MAGIC:          "sysfs",
+	unix.CGROUP_SUPER_MAGIC:   "cgroup",
+	unix.CGROUP2_SUPER_MAGIC:  "cgroup2",
+	unix.SECURITYFS_MAGIC:     "securityfs",
+	unix.DEBUGFS_MAGIC:        "debugfs",
+	unix.TRACEFS_MAGIC:        "tracefs",
+	unix.DEVPTS_SUPER_MAGIC:   "devpts",
+	unix.PSTOREFS_MAGIC:       "pstore",
+	0x65735543 /* fusectl */ : "fusectl",
+	unix.BINFMTFS_MAGIC:       "binfmt_misc",
+	unix.SELINUX_MAGIC:        "selinuxfs",
+	unix.SMACK_MAGIC:          "smackfs",
+	unix.NSFS_MAGIC:           "nsfs",
 }
 
 func (osFS) Pseudo(path string) bool {

@@ -108,3 +108,16 @@ func TestDirStampOS(t *testing.T) {
 		t.Errorf("the listing is what it was, but the answers do not hold")
 	}
 }
+
+// TestPseudoKernelNamed: only filesystems whose names the kernel makes
+// are exempt from the search for patterns that match names anywhere.
+func TestPseudoKernelNamed(t *testing.T) {
+	for _, magic := range []int64{0x19800202 /* mqueue */, unix.HUGETLBFS_MAGIC, unix.BPF_FS_MAGIC, 0x62656570 /* configfs */, unix.EFIVARFS_MAGIC, unix.TMPFS_MAGIC, unix.EXT4_SUPER_MAGIC} {
+		if name, ok := pseudoMagic[magic]; ok {
+			t.Errorf("%s (%#x), whose files a process names, is exempt from the search", name, magic)
+		}
+	}
+	if !OS().Pseudo("/proc") {
+		t.Errorf("control: /proc is not exempt")
+	}
+}
