@@ -107,14 +107,6 @@ func (e *env) reviewRoots(pol *rules.Policy) []string {
 	})
 }
 
-// snapshotPersistence records every path under roots that the write
-// protection names. Directories that hold only what git and package
-// managers regenerate are not walked.
-func snapshotPersistence(m *tiers.Matcher, roots []string) (persistSnapshot, string) {
-	snap, incomplete, _ := walkPersistence(m, roots, nil)
-	return snap, incomplete
-}
-
 // walkIndex is what a review walk keeps of the directories it listed, so
 // that the next walk (the session's end, the next session's start) need
 // not list again a directory that did not change: per directory, its
@@ -139,7 +131,8 @@ type walkDir struct {
 	Dirs []bool `json:"dirs"`
 }
 
-// walkPersistence is snapshotPersistence with an index: idx (nil: none)
+// walkPersistence records every path under roots that the write
+// protection names (git's object stores are not walked). idx (nil: none)
 // stands for the listings of the directories whose stamps did not change,
 // and the index of this walk is returned (nil when the walk stopped at
 // reviewLimit).
