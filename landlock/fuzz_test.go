@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/agent-launcher/agent-launcher/tiers"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -126,6 +127,30 @@ func checkPlanProperty(t *testing.T, policy, tree []byte) {
 			}()
 			checkPlanSound(t, m, fsys, pl)
 		})
+		// With a scan root, as run plans: patterns that match names
+		// anywhere are searched only in the roots (the home directory and
+		// the workspace), and outside them the floor grants what the other
+		// rules say. Inside a root every existing path must still get no
+		// more than the policy allows, whatever is granted above it (here
+		// the workspace, granted whole when a rule grants it, is no root),
+		// or the plan must be refused (ErrExposed).
+		roots := []string{testWS + "/a"}
+		rpl, err := NewPlan(m, abi, fsys, Options{Canaries: []string{"/home/u/.local/state/agent-launcher"}, ScanRoots: roots})
+		switch {
+		case errors.Is(err, ErrExposed):
+		case err != nil:
+			t.Fatalf("policy:\n%s\nNewPlan with scan roots: %v", doc, err)
+		default:
+			for _, p := range fsys.all() {
+				if !slices.ContainsFunc(roots, func(r string) bool { return under(p, r) }) {
+					continue
+				}
+				info, _ := fsys.Lstat(p)
+				if got, allowed := rpl.Grants(p, info.Type), rightsFor(planVerdicts(m, p), info.Type, false); got&^allowed != 0 {
+					t.Fatalf("policy:\n%s\nsnapshot: %q\nscan roots: %s (%s) gets %s, the policy allows only %s\n%s", doc, fsys.all(), p, info.Type, got, allowed, rpl.Format())
+				}
+			}
+		}
 		// The same policy with the private view's mounts enforcing the
 		// write protection.
 		bpl := planWithBinds(t, m, abi, fsys)
