@@ -252,8 +252,9 @@ func StampNow() int64 { return osFS{}.stampNow() }
 // directory listed (StampDir), taken before the listing: from the listing's
 // own descriptor where fsys is OS(), else by path.
 func ReadDirStamped(fsys FS, path string) ([]DirEntry, Stamp, bool, error) {
-	if sl, ok := fsys.(stampedLister); ok {
-		return sl.readDirStamped(path)
+	switch fsys.(type) {
+	case stampedLister, dirStamper:
+		return listStamped(fsys, path)
 	}
 	st, ok := StampDir(path)
 	entries, err := fsys.ReadDir(path)

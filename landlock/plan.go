@@ -529,7 +529,6 @@ func (p *planner) dir(n *node, inh Access) error {
 	// reaches every entry of the root, and no rule below can take it back.
 	// The root is searched, and an entry it holds that the grant reaches
 	// but the policy protects refuses the plan.
-
 	if inh != 0 && st.Anywhere && slices.Contains(p.roots, n.path) {
 		if err := p.walk(n); err != nil {
 			return err
@@ -1008,13 +1007,15 @@ func (p *planner) exposed(n *node, over Access) error {
 	if entry == "" {
 		entry, why = "an entry of "+n.path, "the policy protects"
 	}
-	above, rule := "a directory above it", ""
+	above, rule := "", ""
 	for _, r := range p.plan.Rules {
 		if r.Dir && r.Access&over != 0 && under(n.path, r.Path) && r.Path != n.path {
 			above = r.Path // the rules go depth first: the last is the nearest
 		}
 	}
-	if above != "a directory above it" {
+	if above == "" {
+		above = "a directory above it"
+	} else {
 		op := tiers.OpWrite
 		if over&ReadFile != 0 {
 			op = tiers.OpRead
@@ -1028,9 +1029,10 @@ func (p *planner) exposed(n *node, over Access) error {
 }
 
 // holdsRoot reports whether a scan root (the home directory, the
-// workspace) lies strictly below dir. With binds the planner descends to
-// it even through a tree granted whole (a workspace under the private
-// /tmp): the mounts protect what a grant from above cannot withhold.
+// workspace) lies strictly below dir. The planner descends to it even
+// through a tree granted whole (a workspace under the private /tmp): with
+// binds the mounts protect what a grant from above cannot withhold, and
+// the root is searched for what that grant would expose (ErrExposed).
 func (p *planner) holdsRoot(dir string) bool {
 	for _, r := range p.roots {
 		if r != dir && under(r, dir) {

@@ -85,6 +85,10 @@ func NewRecorder(fsys FS) *Recorder {
 func (r *Recorder) note(op ObsOp, path string, sum [32]byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.noteLocked(op, path, sum)
+}
+
+func (r *Recorder) noteLocked(op ObsOp, path string, sum [32]byte) {
 	k := obsKey{op, path}
 	if old, ok := r.seen[k]; ok && old != sum {
 		r.changed = true
@@ -103,27 +107,14 @@ func (r *Recorder) Lstat(path string) (Info, error) {
 // come from one descriptor, so that the stamp is the listed directory's
 // even when a rename swaps the path meanwhile.
 func (r *Recorder) ReadDir(path string) ([]DirEntry, error) {
-	var st Stamp
-	var entries []DirEntry
-	var err error
-	if sl, ok := r.fs.(stampedLister); ok {
-		var s Stamp
-		var stamped bool
-		entries, s, stamped, err = sl.readDirStamped(path)
-		if stamped && s.settled(r.start) {
-			st = s
-		}
-	} else {
-		if ds, ok := r.fs.(dirStamper); ok {
-			if s, ok := ds.dirStamp(path); ok && s.settled(r.start) {
-				st = s
-			}
-		}
-		entries, err = r.fs.ReadDir(path)
+	entries, st, stamped, err := listStamped(r.fs, path)
+	if !stamped || !st.settled(r.start) {
+		st = Stamp{}
 	}
-	r.note(ObsReadDir, path, sumReadDir(entries, err))
+	sum := sumReadDir(entries, err)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.noteLocked(ObsReadDir, path, sum)
 	// A directory listed twice keeps a stamp only if both agree.
 	if old, ok := r.stamps[path]; ok && old != st {
 		st = Stamp{}

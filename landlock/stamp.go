@@ -59,6 +59,22 @@ type stampedLister interface {
 	readDirStamped(path string) ([]DirEntry, Stamp, bool, error)
 }
 
+// listStamped lists path on fsys with the stamp of the directory listed,
+// taken before the listing, where fsys gives one: from the listing's own
+// descriptor (stampedLister), else by path (dirStamper).
+func listStamped(fsys FS, path string) ([]DirEntry, Stamp, bool, error) {
+	if sl, ok := fsys.(stampedLister); ok {
+		return sl.readDirStamped(path)
+	}
+	var st Stamp
+	stamped := false
+	if ds, ok := fsys.(dirStamper); ok {
+		st, stamped = ds.dirStamp(path)
+	}
+	entries, err := fsys.ReadDir(path)
+	return entries, st, stamped, err
+}
+
 // dirStamper is an FS that stamps directories (the OS, a memFS in tests).
 type dirStamper interface {
 	// stampNow is the current time on the clock of the stamps.

@@ -10,17 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// osCounter is the OS, counting listings.
-type osCounter struct {
-	osFS
-	lists *atomic.Int32
-}
-
-func (c osCounter) ReadDir(p string) ([]DirEntry, error) {
-	c.lists.Add(1)
-	return c.osFS.ReadDir(p)
-}
-
 // TestDirStampOS: on this machine's filesystems, a kept listing is asked
 // again exactly when the directory changed, by its ctime, which putting
 // its mtime back does not hide.
@@ -53,7 +42,7 @@ func TestDirStampOS(t *testing.T) {
 		t.Fatal(err) // c changes just before the recording: racy
 	}
 	var lists atomic.Int32
-	fsys := osCounter{osFS{}, &lists}
+	fsys := listCounter{osFS{}, &lists}
 	dirs := []string{root, root + "/a", root + "/a/b", root + "/c", "/proc/sys"}
 	rec := NewRecorder(fsys)
 	for _, d := range dirs {
@@ -121,3 +110,4 @@ func TestPseudoKernelNamed(t *testing.T) {
 		t.Errorf("control: /proc is not exempt")
 	}
 }
+

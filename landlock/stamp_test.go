@@ -7,16 +7,26 @@ import (
 	"testing"
 )
 
-// listCounter counts the listings asked of the FS it wraps, and passes
-// the stamps through.
+// listCounter counts the listings asked of the FS it wraps (a stampFS,
+// the OS), and passes the stamps through.
 type listCounter struct {
-	stampFS
+	FS
 	lists *atomic.Int32
 }
 
 func (c listCounter) ReadDir(p string) ([]DirEntry, error) {
 	c.lists.Add(1)
-	return c.stampFS.ReadDir(p)
+	return c.FS.ReadDir(p)
+}
+
+func (c listCounter) stampNow() int64 { return c.FS.(dirStamper).stampNow() }
+
+func (c listCounter) dirStamp(p string) (Stamp, bool) { return c.FS.(dirStamper).dirStamp(p) }
+
+// readDirStamped records as the wrapped FS does (the OS: from one
+// descriptor), uncounted.
+func (c listCounter) readDirStamped(p string) ([]DirEntry, Stamp, bool, error) {
+	return listStamped(c.FS, p)
 }
 
 func stampedObs(t *testing.T, fsys FS, dirs ...string) Observations {

@@ -160,8 +160,10 @@ func (c *command) run(args []string) int {
 		if err == nil {
 			<-snapped
 			launch.Trace("agent exited")
-			if os.Getenv(planCacheVar) == "0" {
-				walked = nil // no stamps at all: every directory listed again
+			if key == "" {
+				// No plan key (AGENT_LAUNCHER_PLAN_CACHE=0, or none could
+				// be made): no stamps either, every directory listed again.
+				walked = nil
 			}
 			after, inc2, index := walkPersistence(p.m, roots, walked)
 			e.planCache().putWalkIndex(key, index)
