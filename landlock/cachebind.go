@@ -107,7 +107,7 @@ func (v *View) sealed(path string) string {
 // Target.
 func (v *View) onTheWayToCache(path string) bool {
 	for _, b := range v.Caches {
-		if strings.HasPrefix(b.Target, path+"/") {
+		if hasDirPrefix(b.Target, path) {
 			return true
 		}
 	}

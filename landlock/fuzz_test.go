@@ -142,7 +142,7 @@ func checkPlanProperty(t *testing.T, policy, tree []byte) {
 			t.Fatalf("policy:\n%s\nNewPlan with scan roots: %v", doc, err)
 		default:
 			for _, p := range fsys.all() {
-				if !slices.ContainsFunc(roots, func(r string) bool { return under(p, r) }) {
+				if !slices.ContainsFunc(roots, func(r string) bool { return within(p, r) }) {
 					continue
 				}
 				info, _ := fsys.Lstat(p)

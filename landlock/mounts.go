@@ -59,11 +59,6 @@ func unescapeMount(s string) string {
 	return b.String()
 }
 
-// under reports whether p is dir or lies below it.
-func under(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
-}
-
 func rel(p, dir string) string {
 	if p == dir {
 		return ""
@@ -100,7 +95,7 @@ func CheckMounts(pl *Plan, mounts []Mount) error {
 		var home *Mount
 		for i := range mounts {
 			m := &mounts[i]
-			if under(p.Path, m.MountPoint) && (home == nil || len(m.MountPoint) >= len(home.MountPoint)) {
+			if within(p.Path, m.MountPoint) && (home == nil || len(m.MountPoint) >= len(home.MountPoint)) {
 				home = m
 			}
 		}
@@ -115,9 +110,9 @@ func CheckMounts(pl *Plan, mounts []Mount) error {
 			}
 			var alias string
 			switch {
-			case under(fsPath, m.Root):
+			case within(fsPath, m.Root):
 				alias = joinRel(m.MountPoint, rel(fsPath, m.Root))
-			case under(m.Root, fsPath):
+			case within(m.Root, fsPath):
 				alias = m.MountPoint // the mount shows part of the protected tree
 			default:
 				continue
@@ -126,7 +121,7 @@ func CheckMounts(pl *Plan, mounts []Mount) error {
 				continue
 			}
 			for _, r := range pl.Rules {
-				if under(alias, r.Path) && (r.Dir || r.Path == alias) || under(r.Path, alias) {
+				if within(alias, r.Path) && (r.Dir || r.Path == alias) || within(r.Path, alias) {
 					return &AliasError{Protected: p.Path, Alias: alias, Rule: r.Path}
 				}
 			}

@@ -437,8 +437,8 @@ func NewPlan(m *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, error) {
 // decideAll returns m's verdict on path for every op.
 func decideAll(m *tiers.Matcher, path string) verdicts {
 	var v verdicts
-	for op := range tiers.NumOps {
-		v[op] = m.Decide(path, tiers.Op(op)).Verdict
+	for op, d := range m.DecideAll(path) {
+		v[op] = d.Verdict
 	}
 	return v
 }
@@ -1009,7 +1009,7 @@ func (p *planner) exposed(n *node, over Access) error {
 	}
 	above, rule := "", ""
 	for _, r := range p.plan.Rules {
-		if r.Dir && r.Access&over != 0 && under(n.path, r.Path) && r.Path != n.path {
+		if r.Dir && r.Access&over != 0 && within(n.path, r.Path) && r.Path != n.path {
 			above = r.Path // the rules go depth first: the last is the nearest
 		}
 	}
@@ -1035,7 +1035,7 @@ func (p *planner) exposed(n *node, over Access) error {
 // the root is searched for what that grant would expose (ErrExposed).
 func (p *planner) holdsRoot(dir string) bool {
 	for _, r := range p.roots {
-		if r != dir && under(r, dir) {
+		if r != dir && within(r, dir) {
 			return true
 		}
 	}
@@ -1048,7 +1048,7 @@ func (p *planner) scanned(dir string) bool {
 		return true
 	}
 	for _, r := range p.roots {
-		if under(dir, r) {
+		if within(dir, r) {
 			return true
 		}
 	}

@@ -49,9 +49,31 @@ func (v *View) covered(path string) string {
 	return ""
 }
 
+// takesFrom reports whether the view may take an entry away from the
+// host's listing of path: a masked file or a covered directory directly in
+// it. (An entry below a covered directory is listed here only inside a
+// kept path, which keeps the entry too.)
+func (v *View) takesFrom(path string) bool {
+	for _, list := range [3][]string{v.Masked, v.Private, v.Hidden} {
+		for _, x := range list {
+			i := strings.LastIndexByte(x, '/')
+			if i > 0 && x[:i] == path || i == 0 && path == "/" && x != "/" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // within reports whether path is dir or lies below it.
 func within(path, dir string) bool {
-	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+	return path == dir || dir == "/" || hasDirPrefix(path, dir)
+}
+
+// hasDirPrefix is strings.HasPrefix(s, dir+"/") without building the
+// prefix: the planner asks it for every entry it lists.
+func hasDirPrefix(s, dir string) bool {
+	return len(s) > len(dir) && s[len(dir)] == '/' && s[:len(dir)] == dir
 }
 
 // kept returns the Keep path that path is or lies below, or "".
@@ -157,7 +179,7 @@ func (f viewFS) onTheWay(path string) bool {
 		return true
 	}
 	for _, k := range f.v.Keep {
-		if strings.HasPrefix(k, path+"/") {
+		if hasDirPrefix(k, path) {
 			return true
 		}
 	}
@@ -182,9 +204,13 @@ func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
 		if err != nil {
 			return nil, err
 		}
+		if !f.v.takesFrom(path) {
+			return ents, nil
+		}
 		return slices.DeleteFunc(ents, func(e DirEntry) bool {
-			return slices.Contains(f.v.Masked, join(path, e.Name)) ||
-				f.v.covered(join(path, e.Name)) != "" && !f.onTheWay(join(path, e.Name)) && f.v.kept(join(path, e.Name)) == ""
+			child := join(path, e.Name)
+			return slices.Contains(f.v.Masked, child) ||
+				f.v.covered(child) != "" && !f.onTheWay(child) && f.v.kept(child) == ""
 		}), nil
 	}
 	if !f.onTheWay(path) {

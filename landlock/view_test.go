@@ -21,8 +21,9 @@ func names(ents []DirEntry) []string {
 // TestViewFS: the tree as the agent sees it in the private view.
 func TestViewFS(t *testing.T) {
 	base := newMemFS("/tmp/other/secret", "/tmp/.X11-unix/X0", "/tmp/u/home/proj/a.go", "/tmp/u/home/.ssh/key",
-		"/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/run/keep", "/proc/1/", "/usr/bin/sh")
-	v := &View{Private: []string{"/tmp"}, Hidden: []string{"/run/user/1000"}, Masked: []string{"/run/docker.sock"},
+		"/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/run/keep", "/proc/1/", "/usr/bin/sh", "/top.sock")
+	// Masked in "/" too: the root's listing has its own parent case.
+	v := &View{Private: []string{"/tmp"}, Hidden: []string{"/run/user/1000"}, Masked: []string{"/run/docker.sock", "/top.sock"},
 		Fresh: []string{"/proc"}, Keep: []string{"/tmp/u/home"}}
 	if err := v.Check(); err != nil {
 		t.Fatal(err)
@@ -43,7 +44,7 @@ func TestViewFS(t *testing.T) {
 		"/run":           {"keep", "user"},              // the masked socket is gone
 		"/run/user/1000": nil,                           // hidden: empty
 		"/proc":          nil,                           // fresh: nothing to rely on
-		"/":              {"proc", "run", "tmp", "usr"}, // untouched above
+		"/":              {"proc", "run", "tmp", "usr"}, // the masked socket is gone here too
 		"/usr/bin":       {"sh"},                        // untouched elsewhere
 	} {
 		if got := ls(dir); !slices.Equal(got, want) {
@@ -60,7 +61,7 @@ func TestViewFS(t *testing.T) {
 			t.Errorf("Lstat(%s) = %+v, %v; want the host's inode", p, info, err)
 		}
 	}
-	for _, p := range []string{"/tmp/other/secret", "/tmp/.X11-unix/X0", "/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/proc/1"} {
+	for _, p := range []string{"/tmp/other/secret", "/tmp/.X11-unix/X0", "/tmp/u/sibling", "/run/user/1000/bus", "/run/docker.sock", "/top.sock", "/proc/1"} {
 		if _, err := f.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("Lstat(%s): %v; want it gone from the view", p, err)
 		}

@@ -344,6 +344,11 @@ write_paths = ["/**"]
 		if d := m.Decide(p, OpRead); d.Verdict != Denied {
 			t.Errorf("Decide(%q) = %v, want denied", p, d)
 		}
+		for op, d := range m.DecideAll(p) {
+			if d.Verdict != Denied || d.Op != Op(op) {
+				t.Errorf("DecideAll(%q)[%s] = %v, want denied", p, Op(op), d)
+			}
+		}
 	}
 	for _, p := range []string{"/", "/a/..b", "/a/.b", "/a/b.", "/.../x"} {
 		if d := m.Decide(p, OpRead); d.Verdict != Allowed {
@@ -365,6 +370,9 @@ exec_paths = ["/usr/**"]
 	for _, c := range benchPaths {
 		if n := testing.AllocsPerRun(100, func() { m.Decide(c.path, c.op) }); n != 0 {
 			t.Errorf("Decide(%q, %s) allocates %v times", c.path, c.op, n)
+		}
+		if n := testing.AllocsPerRun(100, func() { m.DecideAll(c.path) }); n != 0 {
+			t.Errorf("DecideAll(%q) allocates %v times", c.path, n)
 		}
 	}
 }

@@ -498,12 +498,37 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 	if op >= numOps || !canonical(path) {
 		return m.invalid[op%numOps]
 	}
+	t, g, w, execG, execO := m.winners(path)
+	return m.finish(op, t, g, w, execG, execO)
+}
+
+// DecideAll returns the decision for every operation on path, indexed by
+// Op: the same as Decide(path, op) for each op, with the automata run once
+// instead of once per operation.
+func (m *Matcher) DecideAll(path string) [NumOps]Decision {
+	if !canonical(path) {
+		return m.invalid
+	}
+	t, g, w, execG, execO := m.winners(path)
+	var all [NumOps]Decision
+	for op := range numOps {
+		all[op] = m.finish(op, t, g, w, execG, execO)
+	}
+	return all
+}
+
+// winners runs every automaton on path, a canonical path, and returns
+// what finish combines: the winning rules (t of all, g of those outside
+// the overlay, w of the write protection; -1 for none) and whether an
+// exec_paths rule of either layer matched.
+func (m *Matcher) winners(path string) (t, g, w int32, execG, execO bool) {
 	// Most paths carry no exception: combine the plain winners, and only
 	// when some automaton reports one, combine again without the rules it
 	// lifts.
 	s := m.parts[0].lookup(path)
-	t, g, w := s.tier, s.glob, s.wp
-	except, execG, execO := s.except, s.execG, s.execO
+	t, g, w = s.tier, s.glob, s.wp
+	except := s.except
+	execG, execO = s.execG, s.execO
 	for i := 1; i < len(m.parts); i++ {
 		s := m.parts[i].lookup(path)
 		t, g, w = m.better(t, s.tier), m.better(g, s.glob), m.moreSpecific(w, s.wp)
@@ -516,7 +541,7 @@ func (m *Matcher) Decide(path string, op Op) Decision {
 			t, g, w = m.better(t, s.tierNX), m.better(g, s.globNX), m.moreSpecific(w, s.wpNX)
 		}
 	}
-	return m.finish(op, t, g, w, execG, execO)
+	return t, g, w, execG, execO
 }
 
 // finish turns the winners of one path's rules (t of all, g of those

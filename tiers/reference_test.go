@@ -264,14 +264,18 @@ func fuzzPath(spec []byte) string {
 }
 
 // checkDecide is the Decide property: for every op, Decide agrees with the
-// reference on verdict and tier, and Explain's winner is Decide's rule.
+// reference on verdict and tier, and DecideAll with Decide.
 func checkDecide(t *testing.T, policySpec, pathSpec []byte) {
 	doc := fuzzPolicy(policySpec)
 	m := cachedMatcher(t, doc)
 	paths := []string{fuzzPath(pathSpec), "/home/u/proj" + fuzzPath(pathSpec), "/home/u" + fuzzPath(pathSpec)}
 	for _, path := range paths {
+		all := m.DecideAll(path)
 		for op := range numOps {
 			d := m.Decide(path, op)
+			if all[op] != d {
+				t.Fatalf("policy:\n%s\nDecideAll(%q)[%s] = %+v, Decide %+v", doc, path, op, all[op], d)
+			}
 			ref := referenceDecide(m.Policy(), path, op)
 			if d.Verdict != ref.verdict || d.Tier != ref.tier {
 				t.Fatalf("policy:\n%s\nDecide(%q, %s) = %s/%s (%s), reference %s/%s", doc, path, op, d.Verdict, d.Tier, d.Why, ref.verdict, ref.tier)
