@@ -3,7 +3,8 @@ package landlock
 import (
 	"io/fs"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -83,13 +84,15 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 		}
 		if err != nil {
 			// What was listed before the error, as os.ReadDir returns it.
-			sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+			sortEntries(out)
 			return out, &fs.PathError{Op: "readdirent", Path: path, Err: err}
 		}
 		if n <= 0 {
 			break
 		}
 		batch := string(buf[:n]) // one allocation for the batch's names
+		// A record takes at least 24 bytes: room for the batch at once.
+		out = slices.Grow(out, n/24)
 		for off := 0; off+19 <= n; {
 			reclen := int(buf[off+16]) | int(buf[off+17])<<8
 			if reclen < 19 || off+reclen > n {
@@ -128,8 +131,13 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 			out = append(out, DirEntry{Name: name, Type: t})
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sortEntries(out)
 	return out, nil
+}
+
+// sortEntries sorts a listing by name, as os.ReadDir returns it.
+func sortEntries(out []DirEntry) {
+	slices.SortFunc(out, func(a, b DirEntry) int { return strings.Compare(a.Name, b.Name) })
 }
 
 // direntBufs are ReadDir's getdents64 buffers.

@@ -659,14 +659,15 @@ func (p *planner) integrity(path string, info Info) bool {
 	if !p.binding {
 		return false
 	}
-	if done, ok := p.bound[path]; ok {
-		return done
-	}
+	// Whether the policy makes path a carve-out depends on path alone:
+	// asked again rather than remembered for every entry listed.
 	d := p.whole.Decide(path, tiers.OpWrite)
 	if d.Rule == nil || d.Rule.Kind != rules.KindWriteProtect || d.Verdict == tiers.Allowed ||
 		p.m.Decide(path, tiers.OpWrite).Verdict != tiers.Allowed {
-		p.bound[path] = false
 		return false
+	}
+	if done, ok := p.bound[path]; ok {
+		return done
 	}
 	p.bound[path] = true
 	if info.Dev == 0 && info.Ino == 0 {

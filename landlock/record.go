@@ -285,13 +285,30 @@ func sumLstat(info Info, err error) [32]byte {
 	return sumOf(&buf, ObsLstat).u64(uint64(info.Type)).u64(info.Dev).u64(info.Ino).u64(info.Nlink).u64(boolU(info.View)).err(err).sum()
 }
 
+// sumReadDir digests a listing as the other answers are, the encoding
+// streamed through the hash a buffer at a time: a listing of a hundred
+// names would outgrow one.
 func sumReadDir(entries []DirEntry, err error) [32]byte {
 	var buf [256]byte
+	h := sha256.New()
 	s := sumOf(&buf, ObsReadDir).u64(uint64(len(entries)))
 	for _, e := range entries {
+		if len(s)+len(e.Name)+16 > len(buf) {
+			h.Write(s)
+			s = s[:0]
+			if len(e.Name)+16 > len(buf) {
+				h.Write(s.u64(uint64(len(e.Name))))
+				h.Write([]byte(e.Name))
+				s = s[:0].u64(uint64(e.Type))
+				continue
+			}
+		}
 		s = s.str(e.Name).u64(uint64(e.Type))
 	}
-	return s.err(err).sum()
+	h.Write(s.err(err))
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 func sumPseudo(p bool) [32]byte {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path"
 	"reflect"
@@ -492,5 +493,34 @@ func TestHoldParallel(t *testing.T) {
 	bad[len(bad)-1].Op = 'z'
 	if bad.Hold(base) {
 		t.Errorf("an unknown operation at the end holds")
+	}
+}
+
+// sumReadDir streams its encoding through the hash: the digest must stay
+// the digest of the whole encoding (plans kept by an earlier release still
+// hold), for names of every length and listings of every size.
+func TestSumReadDirStreamed(t *testing.T) {
+	whole := func(entries []DirEntry, err error) [32]byte {
+		s := summer{byte(ObsReadDir)}.u64(uint64(len(entries)))
+		for _, e := range entries {
+			s = s.str(e.Name).u64(uint64(e.Type))
+		}
+		return s.err(err).sum()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 300 {
+		entries := make([]DirEntry, n%40)
+		for i := range entries {
+			name := strings.Repeat("x", 1+rng.IntN(255))
+			if n < 255 {
+				name = strings.Repeat("y", 1+(n+i)%255) // every length, in order
+			}
+			entries[i] = DirEntry{Name: name, Type: FileType(rng.IntN(4))}
+		}
+		for _, err := range []error{nil, fs.ErrPermission} {
+			if got, want := sumReadDir(entries, err), whole(entries, err); got != want {
+				t.Fatalf("%d entries (%v): streamed digest differs from the whole encoding's", len(entries), err)
+			}
+		}
 	}
 }
