@@ -91,8 +91,16 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 			break
 		}
 		batch := string(buf[:n]) // one allocation for the batch's names
-		// A record takes at least 24 bytes: room for the batch at once.
-		out = slices.Grow(out, n/24)
+		// Room for the batch's records at once.
+		records := 0
+		for off := 0; off+19 <= n; records++ {
+			reclen := int(buf[off+16]) | int(buf[off+17])<<8
+			if reclen < 19 {
+				break // refused below
+			}
+			off += reclen
+		}
+		out = slices.Grow(out, records)
 		for off := 0; off+19 <= n; {
 			reclen := int(buf[off+16]) | int(buf[off+17])<<8
 			if reclen < 19 || off+reclen > n {

@@ -14,6 +14,39 @@ import (
 // directories: what a run pays after a session changed its workspace
 // (the kept plan no longer holds).
 func BenchmarkPlanWorkspace(b *testing.B) {
+	e, p, ws := benchWorkspace(b)
+	e.view = e.privateView(p.pol, ws)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := landlock.NewRecorder(landlock.OS())
+		if _, _, _, _, err := e.planFloorOn(rec, p, 7, ""); err != nil {
+			b.Fatal(err)
+		}
+		if obs, _ := rec.Observations(); len(obs) == 0 {
+			b.Fatal("no questions asked")
+		}
+	}
+}
+
+// BenchmarkReviewWalk walks the same workspace for the session-end review
+// with no index kept (a session's first walk, or one after the workspace
+// changed everywhere).
+func BenchmarkReviewWalk(b *testing.B) {
+	e, p, ws := benchWorkspace(b)
+	e.view = e.privateView(p.pol, ws)
+	roots := e.reviewRoots(p.pol)
+	b.ReportAllocs()
+	for b.Loop() {
+		snap, incomplete, _ := walkPersistence(p.m, roots, nil)
+		if incomplete != "" || len(snap) == 0 {
+			b.Fatalf("walk: %d persistence paths, incomplete %q", len(snap), incomplete)
+		}
+	}
+}
+
+// benchWorkspace makes a git workspace of 10,000 files in 100 directories
+// with a throwaway home and state, and loads the embedded default policy.
+func benchWorkspace(b *testing.B) (*env, *compiled, string) {
 	tmp := b.TempDir()
 	ws := filepath.Join(tmp, "ws")
 	for d := range 100 {
@@ -50,15 +83,5 @@ func BenchmarkPlanWorkspace(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e.view = e.privateView(p.pol, ws)
-	b.ReportAllocs()
-	for b.Loop() {
-		rec := landlock.NewRecorder(landlock.OS())
-		if _, _, _, _, err := e.planFloorOn(rec, p, 7, ""); err != nil {
-			b.Fatal(err)
-		}
-		if obs, _ := rec.Observations(); len(obs) == 0 {
-			b.Fatal("no questions asked")
-		}
-	}
+	return e, p, ws
 }

@@ -182,7 +182,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		}
 		if kept, ok := idx.dir(p); ok && stampIs(p, kept.Stamp) {
 			for i, name := range kept.Visit {
-				visit(filepath.Join(p, name), kept.Dirs[i])
+				visit(childPath(p, name), kept.Dirs[i])
 			}
 			seen += kept.Entries - len(kept.Visit)
 			out.Dirs[p] = kept
@@ -202,7 +202,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		rec := walkDir{Entries: len(ents)}
 		for _, e := range ents {
 			isDir := e.Type == landlock.TypeDir
-			if visit(filepath.Join(p, e.Name), isDir) || isDir {
+			if visit(childPath(p, e.Name), isDir) || isDir {
 				rec.Visit = append(rec.Visit, e.Name)
 				rec.Dirs = append(rec.Dirs, isDir)
 			}
@@ -222,6 +222,17 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		out = nil
 	}
 	return snap, incomplete, out
+}
+
+// childPath is filepath.Join(dir, name) for a canonical dir and one
+// entry's name (neither empty, "." nor "..", nor holding a "/": a listing's,
+// or an index's checked by walkIndex.dir), without the Clean that would
+// cost the walk an allocation per entry.
+func childPath(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 // stampIs reports whether directory p has stamp st now.
