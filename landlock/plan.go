@@ -606,7 +606,7 @@ func (p *planner) dir(n *node, inh Access) error {
 			if c == nil {
 				continue
 			}
-			p.integrity(path, c.info)
+			p.integrity(path, c.info, v)
 			p.protect(path, c.info, v, tree)
 			if err := p.dir(c, have); err != nil {
 				return err
@@ -614,9 +614,9 @@ func (p *planner) dir(n *node, inh Access) error {
 		case TypeSymlink:
 			// No rule: opening through it is decided on its target.
 			p.link(path)
-			p.integrity(path, Info{Type: TypeSymlink})
+			p.integrity(path, Info{Type: TypeSymlink}, v)
 		default:
-			p.integrity(path, Info{Type: e.Type})
+			p.integrity(path, Info{Type: e.Type}, v)
 			want := rightsFor(v, e.Type, false) & FileRights & p.handled
 			restricted := rightsFor(v, e.Type, false)&WriteFile == 0
 			if want&^have == 0 && !restricted {
@@ -654,8 +654,8 @@ const maxBindScan = 20_000
 // (Options.Integrity), the whole policy write-protects it and the floor
 // would let the agent write it: Plan.Binds when a mount over it can
 // enforce the protection, else Plan.Unbound. It reports whether path is
-// such a carve-out.
-func (p *planner) integrity(path string, info Info) bool {
+// such a carve-out. v is the planner's verdicts on path.
+func (p *planner) integrity(path string, info Info, v verdicts) bool {
 	if !p.binding {
 		return false
 	}
@@ -663,7 +663,7 @@ func (p *planner) integrity(path string, info Info) bool {
 	// asked again rather than remembered for every entry listed.
 	d := p.whole.Decide(path, tiers.OpWrite)
 	if d.Rule == nil || d.Rule.Kind != rules.KindWriteProtect || d.Verdict == tiers.Allowed ||
-		p.m.Decide(path, tiers.OpWrite).Verdict != tiers.Allowed {
+		v[tiers.OpWrite] != tiers.Allowed {
 		return false
 	}
 	if done, ok := p.bound[path]; ok {
@@ -808,7 +808,7 @@ func (p *planner) walk(n *node) error {
 		t := e.Type
 		n.min &= constraint(v, t, false)
 		n.max |= rightsFor(v, t, false) & applicable(t, false)
-		p.integrity(path, Info{Type: t})
+		p.integrity(path, Info{Type: t}, v)
 		switch {
 		case t == TypeSymlink:
 			p.link(path)
@@ -866,7 +866,7 @@ func (p *planner) literals() error {
 				continue
 			}
 			v := p.verdicts(path)
-			if p.integrity(path, info) {
+			if p.integrity(path, info, v) {
 				continue
 			}
 			if info.Type == TypeSymlink {
