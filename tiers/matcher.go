@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -456,7 +457,7 @@ func execDenied(tier Tier, rule *rules.Rule, why string) Decision {
 // cappedDecisions precomputes the answers for a write-tier path that the
 // write protection rule wp makes read-only.
 func cappedDecisions(wp *rules.Rule) [numOps + 1]Decision {
-	why := fmt.Sprintf("write tier capped at read by %s", ruleRef(wp))
+	why := "write tier capped at read by " + ruleRef(wp)
 	var out [numOps + 1]Decision
 	for op := range numOps {
 		out[op] = decision(op, Read, wp, why)
@@ -470,21 +471,23 @@ func decision(op Op, tier Tier, rule *rules.Rule, why string) Decision {
 	if op == OpExec && tier == Deny {
 		v = Denied
 	}
-	return Decision{Op: op, Verdict: v, Tier: tier, Rule: rule, Why: fmt.Sprintf("%s: %s %s", why, op, verdictWords[v])}
+	// Concatenated, not formatted: every load precomputes these for
+	// every rule and operation.
+	return Decision{Op: op, Verdict: v, Tier: tier, Rule: rule, Why: why + ": " + op.String() + " " + verdictWords[v]}
 }
 
 var verdictWords = [...]string{Denied: "denied", NeedsApproval: "needs approval", Allowed: "allowed"}
 
 func tierWhy(r *rules.Rule, isDefault bool) string {
 	if isDefault {
-		return fmt.Sprintf("no rule matches; default tier %s (%s)", r.Tier, r.Source)
+		return "no rule matches; default tier " + r.Tier.String() + " (" + r.Source.String() + ")"
 	}
-	return fmt.Sprintf("%s tier by %s", r.Tier, ruleRef(r))
+	return r.Tier.String() + " tier by " + ruleRef(r)
 }
 
 // ruleRef names a rule for messages: its pattern and where it was written.
 func ruleRef(r *rules.Rule) string {
-	s := fmt.Sprintf("%q (%s", r.Pattern, r.Source)
+	s := strconv.Quote(r.Pattern) + " (" + r.Source.String()
 	if r.Note != "" {
 		s += ": " + r.Note
 	}
