@@ -106,6 +106,28 @@ func decodePlanEntry(b []byte) (key string, obs landlock.Observations, pl *landl
 // roots, the private view and the whole policy (rules.Policy encodes to
 // JSON in full: patterns as expanded, kinds, tiers, sources).
 func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
+	c, err := currentCreds()
+	if err != nil {
+		return "", err
+	}
+	return e.planKeyAs(c, p, abi, canary)
+}
+
+// creds are the credentials a plan's answers depend on: which listings
+// fail depends on them, and a listing's stamp does not change when the
+// operator's groups do.
+type creds struct {
+	uid, gid, euid, egid int
+	groups               []int
+}
+
+func currentCreds() (creds, error) {
+	groups, err := os.Getgroups()
+	return creds{os.Getuid(), os.Getgid(), os.Geteuid(), os.Getegid(), groups}, err
+}
+
+// planKeyAs is planKey for the credentials c.
+func (e *env) planKeyAs(c creds, p *compiled, abi int, canary string) (string, error) {
 	var self syscall.Stat_t
 	if err := syscall.Stat("/proc/self/exe", &self); err != nil {
 		return "", err
@@ -122,13 +144,7 @@ func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
 	field([]byte(planCacheFormat))
 	field(fmt.Appendf(nil, "exe %d %d %d %d.%d %d.%d", self.Dev, self.Ino, self.Size,
 		self.Mtim.Sec, self.Mtim.Nsec, self.Ctim.Sec, self.Ctim.Nsec))
-	// The credentials decide which listings fail (a listing's stamp does
-	// not change when the operator's groups do).
-	groups, err := os.Getgroups()
-	if err != nil {
-		return "", err
-	}
-	field(fmt.Appendf(nil, "uid %d gid %d euid %d egid %d groups %v abi %d", os.Getuid(), os.Getgid(), os.Geteuid(), os.Getegid(), groups, abi))
+	field(fmt.Appendf(nil, "uid %d gid %d euid %d egid %d groups %v abi %d", c.uid, c.gid, c.euid, c.egid, c.groups, abi))
 	field([]byte(canary))
 	field([]byte(e.home))
 	field([]byte(e.workspace))

@@ -153,6 +153,27 @@ func TestPlanCache(t *testing.T) {
 		t.Fatalf("no view has the same key")
 	}
 	e.view = &v
+	// Other credentials are another key: which listings fail depends on
+	// them, and no stamp changes with them.
+	me, err := currentCreds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k2, _ := e.planKeyAs(me, p, 7, canary); k2 != key {
+		t.Fatalf("control: the same credentials give another key")
+	}
+	for name, change := range map[string]func(*creds){
+		"a supplementary group more": func(c *creds) { c.groups = append(slices.Clone(c.groups), 4243) },
+		"another effective uid":      func(c *creds) { c.euid++ },
+		"another effective gid":      func(c *creds) { c.egid++ },
+		"another real uid":           func(c *creds) { c.uid++ },
+	} {
+		c := me
+		change(&c)
+		if k2, _ := e.planKeyAs(c, p, 7, canary); k2 == key {
+			t.Errorf("%s: the same key", name)
+		}
+	}
 
 	// A damaged entry, or one kept under another name, is not used.
 	entry := filepath.Join(e.planCache().dir, key)
