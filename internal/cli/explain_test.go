@@ -835,3 +835,33 @@ func TestExplainJSONLines(t *testing.T) {
 		t.Errorf("lines = %q, want %q", got, want)
 	}
 }
+
+// TestExplainPlansWithTheView: explain follows symlinked protected names
+// by planning the floor as run plans it, for the session's private view.
+// In a workspace under /var/tmp (granted whole by the default policy, and
+// not an ancestor of the home directory) a git directory is protected by
+// mounts in the view, and run starts; explain must not warn that the
+// floor would expose it. A .env there is another matter: run refuses it,
+// and explain says why.
+func TestExplainPlansWithTheView(t *testing.T) {
+	newSandbox(t)
+	ws, err := os.MkdirTemp("/var/tmp", "al-explain-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if ws, err = filepath.EvalSymlinks(ws); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(ws, ".git", "config"), "[core]\n")
+	writeFile(t, filepath.Join(ws, ".git", "hooks", "pre-commit.sample"), "#!/bin/sh\n")
+	r := run("explain", "--workspace", ws, filepath.Join(ws, "main.go"))
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("explain in a git workspace under /var/tmp: exit %d, stderr %q; want no warning", r.code, r.stderr)
+	}
+	writeFile(t, filepath.Join(ws, ".env"), "SECRET=1\n")
+	r = run("explain", "--workspace", ws, filepath.Join(ws, "main.go"))
+	if !strings.Contains(r.stderr, ".env, which the policy protects") {
+		t.Fatalf("explain with a .env in a workspace under /var/tmp: stderr %q; want the warning run refuses with", r.stderr)
+	}
+}
