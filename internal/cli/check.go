@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -392,13 +391,7 @@ func (c *command) checkLandlock(e *env, agent string, jsonOut bool) int {
 		abi = landlock.MinABI
 		c.errorf("this kernel has no Landlock (%s); showing the plan for ABI %d", k.Reason, abi)
 	}
-	// Planned as run plans it: for the session's private view.
-	if cwd, err := os.Getwd(); err == nil {
-		if cwd, err = canonical(cwd); err == nil {
-			e.view = e.privateView(p.pol, cwd)
-			e.addAgentCache(p.m, agent, false)
-		}
-	}
+	e.viewAsRun(p, agent)
 	pl, _, notes, err := e.planFloor(p, abi, e.launcher.StateDir)
 	for _, n := range notes {
 		c.errorf("%s", n)

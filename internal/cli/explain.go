@@ -49,6 +49,9 @@ func (c *command) explain(args []string) int {
 	if k, err := landlock.Detect(); err == nil && k.ABI > 0 {
 		abi = k.ABI
 	}
+	// Planned as run plans it, where the built-in write protection is kept
+	// by mounts.
+	e.viewAsRun(p, pf.agent)
 	if _, planned, _, err := e.planFloor(p, abi, e.launcher.StateDir); err == nil {
 		p = planned
 	} else {

@@ -108,6 +108,18 @@ func (e *env) planFloor(p *compiled, abi int, canary string) (pl *landlock.Plan,
 	return pl, out, notes, err
 }
 
+// viewAsRun sets e up to plan as run plans: for the session's private
+// view of the current directory, with the agent's cache in it (not made).
+// Where the current directory cannot be found, e plans for the host's tree.
+func (e *env) viewAsRun(p *compiled, agent string) {
+	if cwd, err := os.Getwd(); err == nil {
+		if cwd, err = canonical(cwd); err == nil {
+			e.view = e.privateView(p.pol, cwd)
+			e.addAgentCache(p.m, agent, false)
+		}
+	}
+}
+
 // planFloorOn is planFloor asking base every question about the
 // filesystem (a landlock.Recorder, for the plan cache). reused is false
 // when the plan depends on more than base's answers and the policy (a
