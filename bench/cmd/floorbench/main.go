@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -696,12 +697,25 @@ func (b *bench) defaultWorkloads() error {
 	for _, w := range b.loads {
 		b.logf("default policy, git workspace, workload %s: %d rounds per arm", w.name, b.rounds)
 		wall := w.wall
+		// A name that comes and goes at the workspace's top: every start
+		// after it finds the kept plan no longer holds, as after a
+		// session that changed the workspace.
+		toggle := filepath.Join(w.ws, ".floorbench-change")
+		change := func() error {
+			err := os.Remove(toggle)
+			if errors.Is(err, fs.ErrNotExist) {
+				return os.WriteFile(toggle, nil, 0o644)
+			}
+			return err
+		}
 		s, err := b.measure([]arm{
 			{"bare", wall(w.prep, w.argv)},
 			{"launcher, default policy", wall(w.prep, b.confined("", w.ws, w.argv...))},
 			{"bare /bin/true", wall(nil, []string{"/bin/true"})},
 			{"launcher /bin/true", wall(nil, b.confined("", w.ws, "/bin/true"))},
+			{"launcher /bin/true after a change", wall(change, b.confined("", w.ws, "/bin/true"))},
 		})
+		os.Remove(toggle)
 		if err != nil {
 			return fmt.Errorf("%s, default policy: %w", w.name, err)
 		}
@@ -716,6 +730,7 @@ func (b *bench) defaultWorkloads() error {
 		b.row("  under agent-launcher run, default policy", s[1], "%.1f", fmt.Sprintf("%.3fx bare", run/bare), b.verdict(run/bare <= 1.03, "<= 1.03x"))
 		b.row("", nil, "", fmt.Sprintf("%.3fx bare less start-up", (run-startup)/bare), "")
 		b.row("  start-up here: run -- /bin/true", s[3], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", startup), "")
+		b.row("  the same after a change in it (plans afresh)", s[4], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", median(s[4])-median(s[2])), "")
 	}
 	b.out.flush()
 	fmt.Printf("  policy: the embedded default (no --config; HOME=%s holds no policy); every workspace is a git repository with one commit\n", b.home)
