@@ -72,6 +72,12 @@ func TestParsePatternRefused(t *testing.T) {
 		{"/a//b", `"/a//b" has an empty segment ("//") (at byte 3)`},
 		{"/a/", `"/a/" ends in "/"; the policy layer turns "dir/" into "dir/**" (at byte 3)`},
 		{"/a/./b", `"/a/./b" has a "." segment; write the path without it (at byte 3)`},
+		// Escaped, a dot segment is still one: no canonical path has it, and
+		// the literal prefix would name a path that is not canonical.
+		{`/a/\./b`, `"/a/\./b" has a "." segment; write the path without it (at byte 3)`},
+		{`/a/\.\./**`, `"/a/\.\./**" has a ".." segment; write the path without it (at byte 3)`},
+		{`/a/.\.`, `"/a/.\." has a ".." segment; write the path without it (at byte 3)`},
+		{`/a/{x,\.}/b`, `"/a/{x,\.}/b" has a "." segment; write the path without it (in the alternative "/a/\./b")`},
 		{"/a/**/**/b", `"/a/**/**/b" has consecutive "**" segments; one "**" already matches any depth (at byte 6)`},
 		{"/a**", `"/a**" has "**" inside a segment; "**" must be a whole segment ("/**/"), use "*" within a segment (at byte 2)`},
 		{`/a\/b`, `"/a\\/b" has an escaped separator "\/"; a separator is always a separator, write "/" (at byte 2)`},
