@@ -172,6 +172,25 @@ func HasMeta(pattern string) bool {
 	return false
 }
 
+// literalSegment returns seg unescaped when it has no unescaped
+// metacharacter, else false.
+func literalSegment(seg string) (string, bool) {
+	if HasMeta(seg) {
+		return "", false
+	}
+	if !strings.Contains(seg, `\`) {
+		return seg, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(seg); i++ {
+		if seg[i] == '\\' && i+1 < len(seg) {
+			i++
+		}
+		b.WriteByte(seg[i])
+	}
+	return b.String(), true
+}
+
 // classEnd returns the index of the ']' closing the class that opens at
 // s[i] == '[', skipping escapes, or -1. This is the extent doublestar's
 // brace scanner gives a class.
@@ -368,6 +387,11 @@ func parseGlob(s string) (Glob, *GlobError) {
 		}
 		seg := rest[:end]
 		last := end == len(rest)
+		// Escaped, a dot segment is still one ("\.\." names ".."): no
+		// canonical path has it.
+		if lit, ok := literalSegment(seg); ok && (lit == "." || lit == "..") {
+			seg = lit
+		}
 		switch seg {
 		case "":
 			if last {

@@ -27,6 +27,8 @@ func TestParsePatternAccepted(t *testing.T) {
 		{"/a/[bc]x", []string{"/a/[bc]x"}, 1, false, false},
 		{"/a/[a-z0-9_]", []string{"/a/[a-z0-9_]"}, 1, false, false},
 		{`/a/\*`, []string{`/a/\*`}, 2, false, false},
+		{`/a/\\.`, []string{`/a/\\.`}, 2, false, false}, // a backslash and a dot: no dot segment
+		{"/a/.../b", []string{"/a/.../b"}, 3, false, false},
 		{"/a/**/b", []string{"/a/**/b"}, 1, true, false},
 		{"/a,b/c", []string{"/a,b/c"}, 2, false, false},
 		{"/é/?", []string{"/é/?"}, 1, false, false},
@@ -74,10 +76,10 @@ func TestParsePatternRefused(t *testing.T) {
 		{"/a/./b", `"/a/./b" has a "." segment; write the path without it (at byte 3)`},
 		// Escaped, a dot segment is still one: no canonical path has it, and
 		// the literal prefix would name a path that is not canonical.
-		{`/a/\./b`, `"/a/\./b" has a "." segment; write the path without it (at byte 3)`},
-		{`/a/\.\./**`, `"/a/\.\./**" has a ".." segment; write the path without it (at byte 3)`},
-		{`/a/.\.`, `"/a/.\." has a ".." segment; write the path without it (at byte 3)`},
-		{`/a/{x,\.}/b`, `"/a/{x,\.}/b" has a "." segment; write the path without it (in the alternative "/a/\./b")`},
+		{`/a/\./b`, `"/a/\\./b" has a "." segment; write the path without it (at byte 3)`},
+		{`/a/\.\./**`, `"/a/\\.\\./**" has a ".." segment; write the path without it (at byte 3)`},
+		{`/a/.\.`, `"/a/.\\." has a ".." segment; write the path without it (at byte 3)`},
+		{`/a/{x,\.}/b`, `"/a/{x,\\.}/b" has a "." segment; write the path without it (in the alternative "/a/\\./b")`},
 		{"/a/**/**/b", `"/a/**/**/b" has consecutive "**" segments; one "**" already matches any depth (at byte 6)`},
 		{"/a**", `"/a**" has "**" inside a segment; "**" must be a whole segment ("/**/"), use "*" within a segment (at byte 2)`},
 		{`/a\/b`, `"/a\\/b" has an escaped separator "\/"; a separator is always a separator, write "/" (at byte 2)`},

@@ -90,6 +90,11 @@ func (e *env) reviewRoots(pol *rules.Policy) []string {
 		}
 		for i := range r.Globs {
 			prefix, _ := r.Globs[i].LiteralPrefix()
+			// Canonical, as the walk's joins assume (rules refuses dot
+			// segments, escaped or not; cleaned all the same).
+			if prefix != "" {
+				prefix = filepath.Clean(prefix)
+			}
 			if prefix == "" || prefix == "/" || prefix == "/dev" || strings.HasPrefix(prefix, "/dev/") || skip[prefix] {
 				continue
 			}
