@@ -66,6 +66,10 @@ func TestViewFS(t *testing.T) {
 			t.Errorf("Lstat(%s): %v; want it gone from the view", p, err)
 		}
 	}
+	// Below a fresh instance nothing is known: listing answers as Lstat does.
+	if ents, err := f.ReadDir("/proc/1"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadDir(/proc/1) = %q, %v; want it gone from the view, as Lstat says", names(ents), err)
+	}
 	if !f.Pseudo("/proc") || f.Pseudo("/tmp") {
 		t.Errorf("Pseudo: /proc %v, /tmp %v", f.Pseudo("/proc"), f.Pseudo("/tmp"))
 	}
