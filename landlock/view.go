@@ -199,6 +199,11 @@ func (f viewFS) ReadDir(path string) ([]DirEntry, error) {
 	if slices.Contains(f.v.Fresh, path) {
 		return nil, nil
 	}
+	for _, fr := range f.v.Fresh {
+		if within(path, fr) {
+			return nil, fs.ErrNotExist // as Lstat answers
+		}
+	}
 	if f.v.covered(path) == "" || f.v.kept(path) != "" {
 		ents, err := f.base.ReadDir(path)
 		if err != nil {
