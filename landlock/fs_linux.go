@@ -91,12 +91,17 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 			break
 		}
 		batch := string(buf[:n]) // one allocation for the batch's names
-		// Room for the batch's records at once.
+		// Room for the batch's records at once ("." and ".." aside: an
+		// empty directory's listing allocates nothing).
 		records := 0
-		for off := 0; off+19 <= n; records++ {
+		for off := 0; off+19 <= n; {
 			reclen := int(buf[off+16]) | int(buf[off+17])<<8
-			if reclen < 19 {
+			if reclen < 19 || off+reclen > n {
 				break // refused below
+			}
+			name := buf[off+19 : off+reclen]
+			if !(len(name) >= 2 && name[0] == '.' && (name[1] == 0 || len(name) >= 3 && name[1] == '.' && name[2] == 0)) {
+				records++
 			}
 			off += reclen
 		}
