@@ -46,25 +46,36 @@ func (c *command) run(args []string) int {
 		c.errorf("warning: %s", msg)
 	}
 	k, kerr := c.detectLandlock()
+	// Where the session will have a private view (Landlock runs it), its
+	// init stage starts before the floor is planned: its own start-up runs
+	// beside that work. Not before the policy is loaded, where the second
+	// Go runtime starting beside the load slowed it more than it gained
+	// (run -- /bin/true 1 to 4 ms faster started after it, in 6
+	// interleaved pairs of 20 starts), unless the load compiles automata
+	// it has not kept (tens of milliseconds): then as that starts.
+	// Whatever stops run before the agent starts kills it (Abort;
+	// Pdeathsig besides).
+	var pending *launch.Pending
+	startInit := func() {
+		if pending == nil && kerr == nil && landlock.RunSupported(k) == nil {
+			pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+		}
+	}
+	defer func() {
+		if pending != nil {
+			pending.Abort()
+		}
+	}()
+	e.onCompile = startInit
 	p, err := e.load(pf.agent)
+	e.onCompile = nil
 	launch.Trace("policy loaded and compiled")
 	if err != nil {
 		c.reportPolicyError(err)
 		c.errorf("run: the policy has errors; nothing was run")
 		return ExitFailure
 	}
-	// Where the session will have a private view (Landlock runs it), its
-	// init stage starts now, before the floor is planned: its own start-up
-	// runs beside that work. Not before the policy is loaded: the second
-	// Go runtime starting beside the load slowed it more than it gained
-	// (run -- /bin/true 1 to 4 ms faster started here, in 6 interleaved
-	// pairs of 20 starts). Whatever stops run before the agent starts
-	// kills it (Abort; Pdeathsig besides).
-	var pending *launch.Pending
-	if kerr == nil && landlock.RunSupported(k) == nil {
-		pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
-		defer pending.Abort()
-	}
+	startInit()
 
 	if kerr != nil {
 		c.errorf("run: cannot detect Landlock: %v; nothing was run", kerr)
