@@ -16,6 +16,15 @@
 //	                                   restrict self as the landlock arm does, then
 //	                                   execve PROG (found in $PATH): the least a
 //	                                   Landlock launcher does
+//	floor viewbox  [PATH...] -- PROG [ARG...]
+//	                                   the sandbox arm in a session view, as an init
+//	                                   stage in C would build it: new user, mount and
+//	                                   PID namespaces (ids mapped 1:1), / made
+//	                                   private, a tmpfs on /tmp, /var/tmp and
+//	                                   /dev/shm, a fresh /proc; a PID 1 that forks
+//	                                   PROG, restricted and with no capability left,
+//	                                   reaps it and exits with its status: the least
+//	                                   a launcher with agent-launcher's view does
 //
 // The landlock arm handles every filesystem right of the running Landlock
 // ABI, grants read (execute, read_file, read_dir) beneath "/" and every
@@ -37,9 +46,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <linux/capability.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +121,59 @@ static void restrict_self(char **paths, int npaths) {
 	exit(1);
 }
 
+static void write_file(const char *path, const char *text) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) fail(path);
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) fail(path);
+	close(fd);
+}
+
+static int wait_status(pid_t pid) {
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR) fail("waitpid");
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// viewbox runs argv in a session view (see the usage at the top) and
+// returns its exit status.
+static int viewbox(char **paths, int npaths, char **argv) {
+	char map[64];
+	unsigned uid = getuid(), gid = getgid();
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)) fail("unshare");
+	write_file("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof map, "%u %u 1", uid, uid);
+	write_file("/proc/self/uid_map", map);
+	snprintf(map, sizeof map, "%u %u 1", gid, gid);
+	write_file("/proc/self/gid_map", map);
+	pid_t init = fork(); // PID 1 of the new namespace
+	if (init < 0) fail("fork");
+	if (init > 0) return wait_status(init);
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) fail("mount(/, MS_PRIVATE)");
+	const char *private[] = {"/tmp", "/var/tmp", "/dev/shm"};
+	for (int i = 0; i < 3; i++)
+		if (mount("tmpfs", private[i], "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")) fail(private[i]);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) fail("mount(/proc)");
+	pid_t agent = fork();
+	if (agent < 0) fail("fork");
+	if (agent == 0) {
+		restrict_self(paths, npaths);
+		struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+		struct __user_cap_data_struct data[2] = {{0}};
+		if (syscall(SYS_capset, &hdr, data)) fail("capset");
+		execvpe(argv[0], argv, environ);
+		fail(argv[0]);
+	}
+	// PID 1: reap everything; exit with the agent's status.
+	for (;;) {
+		int status;
+		pid_t p = wait(&status);
+		if (p < 0 && errno == EINTR) continue;
+		if (p < 0) fail("wait");
+		if (p == agent) _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	}
+}
+
 static void open_once(const char *file) {
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) fail(file);
@@ -160,11 +225,18 @@ static void usage(void) {
 	                "       floor landlock ITERS FILE [DIR...]\n"
 	                "       floor exec ITERS PROG [ARG...]\n"
 	                "       floor faults ITERS\n"
-	                "       floor sandbox [PATH...] -- PROG [ARG...]\n");
+	                "       floor sandbox [PATH...] -- PROG [ARG...]\n"
+	                "       floor viewbox [PATH...] -- PROG [ARG...]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv) {
+	if (argc >= 4 && !strcmp(argv[1], "viewbox")) {
+		int sep = 2;
+		while (sep < argc && strcmp(argv[sep], "--")) sep++;
+		if (sep + 1 >= argc) usage();
+		return viewbox(argv + 2, sep - 2, argv + sep + 1);
+	}
 	if (argc >= 4 && !strcmp(argv[1], "sandbox")) {
 		int sep = 2;
 		while (sep < argc && strcmp(argv[sep], "--")) sep++;

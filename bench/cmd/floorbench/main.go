@@ -406,6 +406,7 @@ func (b *bench) startup() error {
 	arms := []arm{
 		{"exec /bin/true (C fork+execve+wait)", execMs("/bin/true")},
 		{"C Landlock wrapper: floor sandbox", execMs(b.sandbox(b.ws, "/bin/true")...)},
+		{"C view launcher: floor viewbox", execMs(append([]string{b.floor, "viewbox", b.ws, "/dev/null", "--"}, "/bin/true")...)},
 		{"agent-launcher version (Go start-up)", execMs(b.launcher, "version")},
 		{"Go re-exec floor: 2 Go starts, execve", execMs(b.reexec, "/bin/true")},
 		{"check --landlock, minimal policy", execMs(check(b.pmin)...)},
@@ -435,21 +436,23 @@ func (b *bench) startup() error {
 	}
 	b.out.flush()
 	fmt.Printf("  a cold start (no kept automata or plan) costs %+.1f ms more (minimal policy), %+.1f ms (default policy); planning afresh with the automata kept %+.1f ms\n",
-		median(s[6])-median(s[5]), median(s[10])-median(s[9]), median(s[7])-median(s[5]))
+		median(s[7])-median(s[6]), median(s[11])-median(s[10]), median(s[8])-median(s[6]))
 	if phases, err := b.phases(env, b.confined(b.pmin, b.ws, "/bin/true")); err == nil {
 		fmt.Printf("  where run's time goes (minimal policy, AGENT_LAUNCHER_TRACE, medians of %d runs): the Go start-up before main, about %.1f ms (version), then from main:\n    %s\n",
-			b.rounds, median(s[2])-base, phases)
+			b.rounds, median(s[3])-base, phases)
 	} else {
 		fmt.Printf("  where run's time goes: %v\n", err)
 	}
 	fmt.Printf("  Go re-exec floor (bench/cmd/reexec): what any launcher that re-executes a Go init stage pays before doing any work; run is %+.1f ms above it (minimal policy)\n",
-		median(s[5])-median(s[3]))
+		median(s[6])-median(s[4]))
 	if us, err := b.faultUs(); err == nil {
 		fmt.Printf("  one anonymous page fault here: %.1f us (floor faults); a Go start-up takes about 300, a C /bin/true about 50\n", us)
 	} else {
 		fmt.Printf("  page-fault cost: %v\n", err)
 	}
 	fmt.Printf("  floor sandbox %s /dev/null -- /bin/true: restrict to read on /, every right on the workspace and /dev/null, then execve\n", b.ws)
+	fmt.Printf("  floor viewbox: the same in a session view built in C (user, mount and PID namespaces, private /tmp /var/tmp /dev/shm, a fresh /proc, a PID 1 that forks the agent with no capability and reaps it): what an init stage in C would cost, %+.1f ms over the sandbox arm\n",
+		median(s[2])-median(s[1]))
 	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
 	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
 	return nil
