@@ -175,3 +175,35 @@ func TestStampSwapRace(t *testing.T) {
 	}
 	t.Logf("by path: %d mismatches in 5000; one descriptor: %d", byPath, recorded)
 }
+
+// A directory's link count (2 plus its subdirectories; /proc's, one more
+// per process) is no answer the planner uses: a kept plan that looked at
+// /proc must hold while processes come and go (BenchmarkHold failed under
+// a busy machine), and one that looked at a directory must hold when a
+// subdirectory is made in it. Another inode there is still another answer.
+func TestLstatDirLinkCount(t *testing.T) {
+	d := t.TempDir()
+	rec := NewRecorder(OS())
+	if _, err := rec.Lstat(d); err != nil {
+		t.Fatal(err)
+	}
+	obs, ok := rec.Observations()
+	if !ok || len(obs) != 1 {
+		t.Fatalf("observations %v, %v", obs, ok)
+	}
+	if err := os.Mkdir(filepath.Join(d, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Hold(OS()) {
+		t.Fatalf("a subdirectory made in %s changed the answer to its Lstat", d)
+	}
+	if err := os.Rename(d, d+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if obs.Hold(OS()) {
+		t.Fatalf("control: %s replaced by another directory gives the same answer", d)
+	}
+}
