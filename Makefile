@@ -51,11 +51,13 @@ vm-test-catches: deps
 demo: deps build
 	@./scripts/demo $(BIN)
 
-# The tiers micro-benchmarks, then the Landlock floor beside a minimal C
-# reference of the same arms (bench/floor.c), in one run: start-up, open(),
-# whole workloads. Needs gcc, git and tar.
+# The in-process micro-benchmarks (the decision engine; listing, holding and
+# planning a 10,000-file workspace; loading the default policy; the review's
+# walk), then the Landlock floor beside minimal C references of the same arms
+# (bench/floor.c), in one run: start-up, open(), whole workloads. Needs gcc,
+# git and tar.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./tiers
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./tiers ./landlock ./internal/cli
 	$(GO) run ./bench/cmd/floorbench -launcher $(BIN)
 
 # Each fuzz target for FUZZTIME (go test -fuzz takes one target at a time).

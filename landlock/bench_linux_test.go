@@ -78,6 +78,11 @@ func BenchmarkHold(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if !obs.Hold(OS()) {
+			for _, o := range obs {
+				if !(Observations{o}).Hold(OS()) {
+					b.Log("changed:", o)
+				}
+			}
 			b.Fatal("the answers changed")
 		}
 	}

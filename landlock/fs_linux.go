@@ -20,7 +20,20 @@ func (osFS) Lstat(path string) (Info, error) {
 	if err := unix.Lstat(path, &st); err != nil {
 		return Info{}, &fs.PathError{Op: "lstat", Path: path, Err: err}
 	}
-	return Info{Type: modeType(st.Mode), Dev: st.Dev, Ino: st.Ino, Nlink: st.Nlink}, nil
+	return infoOf(&st), nil
+}
+
+// infoOf is the planner's Info of a stat result. A directory's link count
+// (2 plus its subdirectories; /proc's, one more per process) is no answer
+// the planner uses, and it changes with every process on the machine: it
+// is left out (0), so that the planner cannot depend on it and a kept
+// plan's recorded Lstat of /proc holds while processes come and go.
+func infoOf(st *unix.Stat_t) Info {
+	info := Info{Type: modeType(st.Mode), Dev: st.Dev, Ino: st.Ino, Nlink: st.Nlink}
+	if info.Type == TypeDir {
+		info.Nlink = 0
+	}
+	return info
 }
 
 func modeType(mode uint32) FileType {

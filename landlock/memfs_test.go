@@ -53,6 +53,9 @@ func (m *memFS) addPath(p string) {
 }
 
 func (m *memFS) add(p string, t FileType, nlink uint64) {
+	if t == TypeDir {
+		nlink = 0 // as the OS's Lstat answers (infoOf)
+	}
 	dev := uint64(1)
 	if p == "/proc" || strings.HasPrefix(p, "/proc/") {
 		dev = 2

@@ -117,7 +117,7 @@ type viewFS struct {
 }
 
 // viewDir is the Info of a directory the init stage makes.
-var viewDir = Info{Type: TypeDir, Nlink: 2, View: true}
+var viewDir = Info{Type: TypeDir, View: true} // no link count: see infoOf
 
 func (f viewFS) Lstat(path string) (Info, error) {
 	src, info, base, err := f.lstatRoute(path)
