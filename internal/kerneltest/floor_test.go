@@ -1,9 +1,12 @@
 package kerneltest
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -235,6 +238,49 @@ func TestStrayFDsClosed(t *testing.T) {
 // TestPlanCache: run keeps its plan and uses it again only while the
 // filesystem answers as it did. A .env made in the workspace between two
 // sessions is denied in the second, whose plan is made afresh.
+// TestPlanCacheOffKeepsNothing: with AGENT_LAUNCHER_PLAN_CACHE=0 every
+// session plans afresh and keeps neither a plan nor the session review's
+// walk index (whose stamps would spare listing directories), and the
+// sessions run and review as before; with the cache on again, both are kept.
+func TestPlanCacheOffKeepsNothing(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/sub/notes.txt", "notes")
+	plans := s.home + "/.local/state/agent-launcher/plans"
+	kept := func() []string {
+		ents, err := os.ReadDir(plans)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	base := slices.Clone(s.extraEnv)
+	s.extraEnv = append(base, "AGENT_LAUNCHER_TRACE=1", "AGENT_LAUNCHER_PLAN_CACHE=0")
+	for i := range 2 {
+		r := s.agent("read", s.ws+"/sub/notes.txt")
+		wantOK(t, "read a workspace file with the plan cache off", r)
+		if !strings.Contains(r.stderr, "floor: planned") || strings.Contains(r.stderr, "kept plan") {
+			t.Fatalf("session %d with the plan cache off: %s", i+1, r.stderr)
+		}
+		if !strings.Contains(r.stderr, "session review: report kept") {
+			t.Fatalf("session %d with the plan cache off kept no review report: %s", i+1, r.stderr)
+		}
+	}
+	if names := kept(); len(names) != 0 {
+		t.Fatalf("with the plan cache off, kept %q in %s", names, plans)
+	}
+	s.extraEnv = append(base, "AGENT_LAUNCHER_TRACE=1")
+	wantOK(t, "control: read it with the plan cache on", s.agent("read", s.ws+"/sub/notes.txt"))
+	names := kept()
+	if !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".walk") }) ||
+		!slices.ContainsFunc(names, func(n string) bool { return !strings.HasSuffix(n, ".walk") && !strings.HasPrefix(n, ".") }) {
+		t.Fatalf("control: with the plan cache on, kept %q; want a plan and a walk index", names)
+	}
+}
+
 func TestPlanCache(t *testing.T) {
 	s := newSandbox(t, standard)
 	s.extraEnv = append(s.extraEnv, "AGENT_LAUNCHER_TRACE=1")
