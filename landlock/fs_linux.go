@@ -104,21 +104,6 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 			break
 		}
 		batch := string(buf[:n]) // one allocation for the batch's names
-		// Room for the batch's records at once ("." and ".." aside: an
-		// empty directory's listing allocates nothing).
-		records := 0
-		for off := 0; off+19 <= n; {
-			reclen := int(buf[off+16]) | int(buf[off+17])<<8
-			if reclen < 19 || off+reclen > n {
-				break // refused below
-			}
-			name := buf[off+19 : off+reclen]
-			if !(len(name) >= 2 && name[0] == '.' && (name[1] == 0 || len(name) >= 3 && name[1] == '.' && name[2] == 0)) {
-				records++
-			}
-			off += reclen
-		}
-		out = slices.Grow(out, records)
 		for off := 0; off+19 <= n; {
 			reclen := int(buf[off+16]) | int(buf[off+17])<<8
 			if reclen < 19 || off+reclen > n {
@@ -153,6 +138,11 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 					return nil, &fs.PathError{Op: "lstat", Path: path + "/" + name, Err: err}
 				}
 				t = modeType(st.Mode)
+			}
+			if out == nil {
+				// Room for the batch at once (a record takes at least
+				// 24 bytes); an empty directory allocates nothing.
+				out = make([]DirEntry, 0, n/24)
 			}
 			out = append(out, DirEntry{Name: name, Type: t})
 		}
