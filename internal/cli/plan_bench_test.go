@@ -68,20 +68,9 @@ func benchWorkspace(b *testing.B) (*env, *compiled, string) {
 	if err := os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n"), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	b.Setenv("HOME", tmp+"/home")
-	b.Setenv("XDG_CONFIG_HOME", tmp+"/config")
-	b.Setenv("XDG_STATE_HOME", tmp+"/state")
-	b.Setenv("AGENT_LAUNCHER_CONFIG", "")
 	if err := os.MkdirAll(tmp+"/home", 0o755); err != nil {
 		b.Fatal(err)
 	}
-	e, err := resolveEnv(&policyFlags{workspace: ws})
-	if err != nil {
-		b.Fatal(err)
-	}
-	p, err := e.load("")
-	if err != nil {
-		b.Fatal(err)
-	}
+	e, p := loadedEnv(b, tmp, &policyFlags{workspace: ws})
 	return e, p, ws
 }

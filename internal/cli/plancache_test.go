@@ -26,19 +26,30 @@ func planCacheEnv(t *testing.T) (e *env, p *compiled, ws string) {
 			t.Fatal(err)
 		}
 	}
-	t.Setenv("HOME", filepath.Join(tmp, "home"))
-	t.Setenv("XDG_CONFIG_HOME", filepath.Join(tmp, "config"))
-	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "state"))
-	t.Setenv("AGENT_LAUNCHER_CONFIG", "")
 	t.Chdir(ws)
-	if e, err = resolveEnv(&policyFlags{}); err != nil {
-		t.Fatal(err)
-	}
-	if p, err = e.load(""); err != nil {
-		t.Fatal(err)
-	}
+	e, p = loadedEnv(t, tmp, &policyFlags{})
 	e.view = e.privateView(p.pol, ws)
 	return e, p, ws
+}
+
+// loadedEnv points HOME at tmp/home and the XDG configuration and state
+// directories into tmp, with no AGENT_LAUNCHER_CONFIG, and loads the
+// policy pf says (the embedded default without --config).
+func loadedEnv(tb testing.TB, tmp string, pf *policyFlags) (*env, *compiled) {
+	tb.Helper()
+	tb.Setenv("HOME", filepath.Join(tmp, "home"))
+	tb.Setenv("XDG_CONFIG_HOME", filepath.Join(tmp, "config"))
+	tb.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "state"))
+	tb.Setenv("AGENT_LAUNCHER_CONFIG", "")
+	e, err := resolveEnv(pf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := e.load("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return e, p
 }
 
 // plan plans as run does; hit says whether the kept plan was used.
