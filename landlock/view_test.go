@@ -244,3 +244,20 @@ func TestPlanBindsMissingLiteral(t *testing.T) {
 	}
 	checkPlanSound(t, whole, fsys, pl)
 }
+
+// hasDirPrefix and within decide coverage, mounts and grants without
+// building dir+"/": they must answer as strings.HasPrefix(s, dir+"/") and
+// the path-or-below test on every pair, "", "/" and "//" included.
+func TestHasDirPrefix(t *testing.T) {
+	vocab := []string{"", "/", "//", "/a", "/a/", "/ab", "/a/b", "/a/bc", "/a//b", "a", "a/b", "/b/a", "/a/b/c"}
+	for _, s := range vocab {
+		for _, dir := range vocab {
+			if got, want := hasDirPrefix(s, dir), strings.HasPrefix(s, dir+"/"); got != want {
+				t.Errorf("hasDirPrefix(%q, %q) = %v, want %v", s, dir, got, want)
+			}
+			if got, want := within(s, dir), s == dir || dir == "/" || strings.HasPrefix(s, dir+"/"); got != want {
+				t.Errorf("within(%q, %q) = %v, want %v", s, dir, got, want)
+			}
+		}
+	}
+}
