@@ -34,6 +34,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return launch.InitMain()
 	}
 	launch.StartTrace()
+	launch.Trace("supervisor: main")
 	c := &command{ctx: ctx, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		c.usage(stderr)

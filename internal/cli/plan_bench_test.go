@@ -74,3 +74,44 @@ func benchWorkspace(b *testing.B) (*env, *compiled, string) {
 	e, p := loadedEnv(b, tmp, &policyFlags{workspace: ws})
 	return e, p, ws
 }
+
+// BenchmarkPlanKey digests what a plan depends on, as every run does
+// before it looks for a kept plan.
+func BenchmarkPlanKey(b *testing.B) {
+	tmp := b.TempDir()
+	e, p := loadedEnv(b, tmp, &policyFlags{workspace: tmp})
+	e.view = e.privateView(p.pol, tmp)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.planKey(p, 7, "/x"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkKeptPlan reads a kept plan back and checks that it holds, as a
+// run in a workspace that did not change does.
+func BenchmarkKeptPlan(b *testing.B) {
+	tmp := b.TempDir()
+	e, p := loadedEnv(b, tmp, &policyFlags{workspace: tmp})
+	e.view = e.privateView(p.pol, tmp)
+	canary, err := prepareCanary(e.launcher.StateDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 2 {
+		if _, _, _, err := e.planFloorCached(p, 7, canary); err != nil {
+			b.Fatal(err)
+		}
+	}
+	key, err := e.planKey(p, 7, canary)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := e.planCache().get(key, landlock.OS()); !ok {
+			b.Fatal("the kept plan does not hold")
+		}
+	}
+}

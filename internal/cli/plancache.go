@@ -182,6 +182,7 @@ func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, 
 	if err != nil || k != key || len(obs) == 0 {
 		return nil, nil, false
 	}
+	launch.Trace("floor: kept plan read (%d questions)", len(obs))
 	if !obs.Hold(fsys) {
 		if launch.Tracing() {
 			// Which answers changed, asked once more: only for the trace.
@@ -256,6 +257,7 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 		return pl, notes, false, err
 	}
 	key, kerr := e.planKey(p, abi, canary)
+	launch.Trace("floor: plan key digested")
 	c := e.planCache()
 	// The directories the launcher writes in exist before it plans: made
 	// after, they would change the state directory's listing, which the

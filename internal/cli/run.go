@@ -128,6 +128,7 @@ func (c *command) run(args []string) int {
 		if k.ABI >= 1 {
 			if noView == "" {
 				e.view = e.privateView(p.pol, cwd)
+				launch.Trace("private view planned")
 			} else {
 				e.view = nil
 			}
