@@ -41,8 +41,9 @@ type env struct {
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string
 	// onCompile, when set, is called as load starts compiling automata
-	// it did not keep.
-	onCompile func()
+	// it did not keep; onReplan as planFloorCached starts planning a
+	// floor it did not keep. Work of tens of milliseconds follows either.
+	onCompile, onReplan func()
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.

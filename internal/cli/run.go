@@ -47,12 +47,13 @@ func (c *command) run(args []string) int {
 	}
 	k, kerr := c.detectLandlock()
 	// Where the session will have a private view (Landlock runs it), its
-	// init stage starts before the floor is planned: its own start-up runs
-	// beside that work. Not before the policy is loaded, where the second
-	// Go runtime starting beside the load slowed it more than it gained
-	// (run -- /bin/true 1 to 4 ms faster started after it, in 6
-	// interleaved pairs of 20 starts), unless the load compiles automata
-	// it has not kept (tens of milliseconds): then as that starts.
+	// init stage starts once the floor is planned, or as work of tens of
+	// milliseconds begins that its start-up can run beside: compiling
+	// automata the load did not keep, planning a floor not kept. Started
+	// beside the kept plan's few milliseconds (after the load, as the
+	// fourth and fifth passes did), its fork of the supervisor and its Go
+	// runtime slowed that work by more than they overlapped: 3 ms in the
+	// median of 12 interleaved rounds (docs/design-amendments.md).
 	// Whatever stops run before the agent starts kills it (Abort;
 	// Pdeathsig besides).
 	var pending *launch.Pending
@@ -75,7 +76,6 @@ func (c *command) run(args []string) int {
 		c.errorf("run: the policy has errors; nothing was run")
 		return ExitFailure
 	}
-	startInit()
 
 	if kerr != nil {
 		c.errorf("run: cannot detect Landlock: %v; nothing was run", kerr)
@@ -136,10 +136,16 @@ func (c *command) run(args []string) int {
 			session.Env = cache.env(&p.pol.Env, agentEnv)
 			var ok bool
 			launch.Trace("private view and agent cache planned")
-			if session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView); !ok {
+			e.onReplan = startInit
+			session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView)
+			e.onReplan = nil
+			if !ok {
 				return ExitFailure
 			}
 			session.View = e.view
+		}
+		if attempt == 0 {
+			startInit()
 		}
 		// The session-end review's first snapshot runs while the init
 		// stage starts; the agent starts only once it is taken.
