@@ -42,97 +42,28 @@ func Detect() (Kernel, error) {
 // them into the new program, while Go's other threads die with the exec.
 //
 // It opens every rule path itself with O_PATH|O_NOFOLLOW and refuses one
-// that now names another inode than the planner saw, so a path swapped
-// (for a symlink, say) between planning and enforcement cannot widen a
-// grant; a path gone since planning gets no rule (whatever is made there
-// later has none: fail closed). The ruleset handles exactly pl.Handled
-// and pl.Scoped, which must be those of an ABI the kernel has: no
-// best-effort downgrade.
+// that is missing or now names another inode than the planner saw, so a
+// path swapped (for a symlink, say) between planning and enforcement
+// cannot widen a grant. The ruleset handles exactly pl.Handled and
+// pl.Scoped, which must be those of an ABI the kernel has: no best-effort
+// downgrade.
 func Apply(pl *Plan, viewDevs ...uint64) error {
-	return ApplyOpened(pl, nil, viewDevs...)
-}
-
-// Handles that OpenRules gives where it opened nothing.
-const (
-	ByPath = -1 // a view rule: ApplyOpened opens it, in the view
-	Gone   = -2 // the path was gone: no rule
-)
-
-// OpenRules opens ahead, in the calling process, the rules of pl that name
-// the host's inodes (every rule but the view's), with the checks Apply
-// makes: fds[i] is rules[i]'s O_PATH handle, ByPath for a view rule, Gone
-// for a path gone since planning. A Landlock rule names an inode, not a
-// path, so a handle opened in another mount namespace that reaches the
-// same inode (the supervisor's, for an init stage that built a private
-// view) grants exactly what opening the path in the view would. On error,
-// nothing stays open.
-func OpenRules(pl *Plan) (fds []int, err error) {
-	fds = make([]int, len(pl.Rules))
-	defer func() {
-		if err != nil {
-			CloseHandles(fds)
-			fds = nil
-		}
-	}()
-	for i, r := range pl.Rules {
-		fds[i] = ByPath
-		if r.View {
-			continue
-		}
-		if fds[i], err = openRule(r, nil); err != nil {
-			return fds, err
-		}
-	}
-	return fds, nil
-}
-
-// CloseHandles closes the handles OpenRules opened.
-func CloseHandles(fds []int) {
-	for _, fd := range fds {
-		if fd >= 0 {
-			unix.Close(fd)
-		}
-	}
-}
-
-// ApplyOpened is Apply with handles opened ahead by OpenRules, fds[i] for
-// pl.Rules[i] (nil: Apply, every rule opened here). The handles stay the
-// caller's to close.
-func ApplyOpened(pl *Plan, fds []int, viewDevs ...uint64) error {
 	runtime.LockOSThread() // the caller should hold it already; make sure
-	if fds != nil && len(fds) != len(pl.Rules) {
-		return fmt.Errorf("landlock: %d handles for %d rules", len(fds), len(pl.Rules))
-	}
 	attr := ll.RulesetAttr{HandledAccessFS: uint64(pl.Handled), Scoped: uint64(pl.Scoped)}
-	rfd, err := ll.LandlockCreateRuleset(&attr, 0)
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {
 		return fmt.Errorf("landlock_create_ruleset(handled %s, scoped %s): %w", pl.Handled, pl.Scoped, err)
 	}
-	defer unix.Close(rfd)
-	for i, r := range pl.Rules {
-		fd := ByPath
-		if fds != nil {
-			fd = fds[i]
-		}
-		if fd == ByPath {
-			if fd, err = openRule(r, viewDevs); err != nil {
-				return err
-			}
-			if fd >= 0 {
-				err = addRule(rfd, r, fd)
-				unix.Close(fd)
-			}
-		} else if fd >= 0 {
-			err = addRule(rfd, r, fd)
-		}
-		if err != nil {
+	defer unix.Close(fd)
+	for _, r := range pl.Rules {
+		if err := addRule(fd, r, viewDevs); err != nil {
 			return err
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
-	if err := ll.LandlockRestrictSelf(rfd, 0); err != nil {
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
 		return fmt.Errorf("landlock_restrict_self: %w", err)
 	}
 	return nil
@@ -150,11 +81,7 @@ func (e *RuleError) Unwrap() error { return e.Err }
 // ErrChanged: a rule path names another inode than at planning.
 var ErrChanged = errors.New("changed since planning (replaced or renamed); start again")
 
-// openRule opens r's path with O_PATH|O_NOFOLLOW and checks it is the
-// inode the planner saw (a view rule: an inode of a filesystem the view
-// mounted, one of viewDevs), of the planned type. It returns Gone when
-// the path does not exist.
-func openRule(r Rule, viewDevs []uint64) (int, error) {
+func addRule(rulesetFD int, r Rule, viewDevs []uint64) error {
 	flags := unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	if r.Dir {
 		flags |= unix.O_DIRECTORY
@@ -163,15 +90,15 @@ func openRule(r Rule, viewDevs []uint64) (int, error) {
 	if errors.Is(err, unix.ENOENT) {
 		// Removed since planning: nothing there to grant, and whatever is
 		// made there later has no rule (fail closed).
-		return Gone, nil
+		return nil
 	}
 	if err != nil {
-		return Gone, &RuleError{r.Path, fmt.Errorf("open: %w", err)}
+		return &RuleError{r.Path, fmt.Errorf("open: %w", err)}
 	}
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Close(fd)
-		return Gone, &RuleError{r.Path, fmt.Errorf("fstat: %w", err)}
+		return &RuleError{r.Path, fmt.Errorf("fstat: %w", err)}
 	}
 	same := st.Dev == r.Dev && st.Ino == r.Ino
 	if r.View {
@@ -180,14 +107,8 @@ func openRule(r Rule, viewDevs []uint64) (int, error) {
 		same = slices.Contains(viewDevs, st.Dev)
 	}
 	if !same || (st.Mode&unix.S_IFMT == unix.S_IFDIR) != r.Dir || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		unix.Close(fd)
-		return Gone, &RuleError{r.Path, ErrChanged}
+		return &RuleError{r.Path, ErrChanged}
 	}
-	return fd, nil
-}
-
-// addRule adds r for the inode fd to the ruleset.
-func addRule(rulesetFD int, r Rule, fd int) error {
 	attr := ll.PathBeneathAttr{AllowedAccess: uint64(r.Access), ParentFd: fd}
 	if err := ll.LandlockAddPathBeneathRule(rulesetFD, &attr, 0); err != nil {
 		return &RuleError{r.Path, fmt.Errorf("landlock_add_rule(%s): %w", r.Access, err)}

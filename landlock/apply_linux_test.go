@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,9 +28,6 @@ type childJob struct {
 	Handled Access
 	Scoped  Scope
 	Ops     [][]string
-	// FDs, when set, are the rules' handles (OpenRules) as the child
-	// has them: ApplyOpened applies them.
-	FDs []int
 }
 
 func TestMain(m *testing.M) {
@@ -52,11 +48,7 @@ func child(spec string) int {
 		job.Plan.Rules[i].Access = Access(job.Access[i])
 	}
 	job.Plan.Handled, job.Plan.Scoped = job.Handled, job.Scoped
-	apply := func() error { return Apply(&job.Plan) }
-	if job.FDs != nil {
-		apply = func() error { return ApplyOpened(&job.Plan, job.FDs) }
-	}
-	if err := apply(); err != nil {
+	if err := Apply(&job.Plan); err != nil {
 		fmt.Println("apply:", err)
 		return 3
 	}
@@ -115,23 +107,7 @@ func doOp(op []string) string {
 // runChild applies pl in a child and runs ops there.
 func runChild(t *testing.T, pl *Plan, ops ...[]string) []string {
 	t.Helper()
-	return runChildOpened(t, pl, nil, ops...)
-}
-
-// runChildOpened is runChild with the rules' handles fds (OpenRules)
-// passed to the child, which applies them with ApplyOpened.
-func runChildOpened(t *testing.T, pl *Plan, fds []int, ops ...[]string) []string {
-	t.Helper()
 	job := childJob{Plan: *pl, Ops: ops, Handled: pl.Handled, Scoped: pl.Scoped}
-	var files []*os.File
-	for _, fd := range fds {
-		if fd < 0 {
-			job.FDs = append(job.FDs, fd)
-			continue
-		}
-		job.FDs = append(job.FDs, 3+len(files))
-		files = append(files, os.NewFile(uintptr(fd), "rule")) // not closed: fds stay the caller's
-	}
 	for _, r := range pl.Rules {
 		job.Access = append(job.Access, uint64(r.Access))
 	}
@@ -140,7 +116,6 @@ func runChildOpened(t *testing.T, pl *Plan, fds []int, ops ...[]string) []string
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
-	cmd.ExtraFiles = files
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
@@ -411,131 +386,4 @@ func firstDiff(a, b []DirEntry) int {
 		}
 	}
 	return min(len(a), len(b))
-}
-
-// openFDs counts the test process's open fds.
-func openFDs(t *testing.T) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
-}
-
-// TestApplyOpened: rules opened ahead by another process (OpenRules, as
-// the supervisor does for the init stage) grant what opening their paths
-// would, pinned to the inodes the planner saw: a directory that replaces
-// a rule's path after the handles were opened gets nothing, while the
-// planned one keeps its grant wherever it moved.
-func TestApplyOpened(t *testing.T) {
-	k := expectedABI(t)
-	if k.ABI < 1 {
-		t.Skip("no Landlock on this kernel (declared): nothing to apply")
-	}
-	dir := t.TempDir()
-	dir, _ = filepath.EvalSymlinks(dir)
-	os.MkdirAll(dir+"/ws/sub", 0o755)
-	os.MkdirAll(dir+"/secret", 0o755)
-	os.WriteFile(dir+"/secret/key", []byte("k"), 0o600)
-	m := compile(t, fmt.Sprintf("[file_policy]\ndefault = \"deny\"\npresets = [\"system\"]\nwrite_paths = [%q]\n", dir+"/ws/**"))
-	pl, err := NewPlan(m, k.ABI, OS(), Options{Canaries: []string{dir + "/secret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := openFDs(t)
-	fds, err := OpenRules(pl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer CloseHandles(fds)
-	opened := 0
-	for i, fd := range fds {
-		if (fd >= 0) != !pl.Rules[i].View {
-			t.Errorf("rule %s (view %v): handle %d", pl.Rules[i].Path, pl.Rules[i].View, fd)
-		}
-		if fd >= 0 {
-			opened++
-		}
-	}
-	if got := openFDs(t) - before; got != opened || opened == 0 {
-		t.Fatalf("%d fds opened for %d handles", got, opened)
-	}
-	// Unchanged: the workspace is writable, the secret is not.
-	got := runChildOpened(t, pl, fds,
-		[]string{"write", dir + "/ws/sub/f"},
-		[]string{"read", dir + "/secret/key"})
-	if want := "ok EACCES"; strings.Join(got, " ") != want {
-		t.Errorf("with handles: got %q, want %q", got, want)
-	}
-	// The workspace replaced after the handles were opened: the new one
-	// gets no grant, the planned one keeps it where it went.
-	if err := os.Rename(dir+"/ws", dir+"/ws.old"); err != nil {
-		t.Fatal(err)
-	}
-	os.MkdirAll(dir+"/ws/sub", 0o755)
-	got = runChildOpened(t, pl, fds,
-		[]string{"write", dir + "/ws/sub/g"},
-		[]string{"write", dir + "/ws.old/sub/g"})
-	if want := "EACCES ok"; strings.Join(got, " ") != want {
-		t.Errorf("replaced after opening: got %q, want %q", got, want)
-	}
-}
-
-// TestOpenRulesRefusesChangedPath: OpenRules makes Apply's checks: a rule
-// path swapped for a symlink since planning is refused, and nothing it
-// opened stays open.
-func TestOpenRulesRefusesChangedPath(t *testing.T) {
-	dir := t.TempDir()
-	dir, _ = filepath.EvalSymlinks(dir)
-	os.MkdirAll(dir+"/ws/a", 0o755)
-	os.MkdirAll(dir+"/ws/b", 0o755)
-	os.WriteFile(dir+"/ws/.env", []byte("s"), 0o600) // carves ws: a and b get rules of their own
-	os.MkdirAll(dir+"/secret", 0o755)
-	m := compile(t, fmt.Sprintf("[file_policy]\nwrite_paths = [%q]\ndeny_paths = [%q]\n", dir+"/ws/**", dir+"/ws/.env"))
-	pl, err := NewPlan(m, 7, OS(), Options{Canaries: []string{dir + "/secret"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := openFDs(t)
-	fds, err := OpenRules(pl)
-	if err != nil {
-		t.Fatalf("unchanged: %v", err)
-	}
-	CloseHandles(fds)
-	if pl.Grants(dir+"/ws/b/x", TypeFile)&ReadFile == 0 || !slices.ContainsFunc(pl.Rules, func(r Rule) bool { return r.Path == dir+"/ws/a" }) {
-		t.Fatalf("the plan has no rules of their own for a and b:\n%s", pl.Format())
-	}
-	// b sorts after a: a is open when b is refused.
-	os.Rename(dir+"/ws/b", dir+"/ws/b.old")
-	os.Symlink(dir+"/secret", dir+"/ws/b")
-	fds, err = OpenRules(pl)
-	if err == nil || !strings.Contains(err.Error(), dir+"/ws/b") || fds != nil {
-		t.Errorf("OpenRules after a swap for a symlink = %v, %v; want a refusal for %s", fds, err, dir+"/ws/b")
-	}
-	if after := openFDs(t); after != before {
-		t.Errorf("%d fds open before, %d after a refused OpenRules", before, after)
-	}
-	// Another directory in its place.
-	os.Remove(dir + "/ws/b")
-	os.Mkdir(dir+"/ws/b", 0o755)
-	fds, err = OpenRules(pl)
-	if !errors.Is(err, ErrChanged) || !strings.Contains(err.Error(), dir+"/ws/b") || fds != nil {
-		t.Errorf("OpenRules after a swap for a directory = %v, %v; want ErrChanged for %s", fds, err, dir+"/ws/b")
-	}
-	if after := openFDs(t); after != before {
-		t.Errorf("%d fds open before, %d after a refused OpenRules", before, after)
-	}
-	// A path removed since planning gets no handle and no error.
-	os.Remove(dir + "/ws/b")
-	fds, err = OpenRules(pl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer CloseHandles(fds)
-	for i, r := range pl.Rules {
-		if r.Path == dir+"/ws/b" && fds[i] != Gone {
-			t.Errorf("removed %s: handle %d, want Gone", r.Path, fds[i])
-		}
-	}
 }
