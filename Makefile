@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSubtree$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME) ./landlock
 	$(GO) test -run '^$$' -fuzz '^FuzzPlanReplay$$' -fuzztime $(FUZZTIME) ./landlock
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeConfig$$' -fuzztime $(FUZZTIME) ./internal/launch
 
 lint:
 	$(GO) vet ./...

@@ -87,12 +87,13 @@ func InitMain() int {
 		return 125
 	}
 	fail := func(format string, args ...any) int { return sock.fail(false, format, args...) }
-	var cfg initConfig
-	if err := readFrame(sock, &cfg); err != nil {
+	payload, err := readRawFrame(sock)
+	if err != nil {
 		return fail("init stage: reading the configuration: %v", err)
 	}
-	if cfg.Type != msgConfig {
-		return fail("init stage: expected %q, got %q", msgConfig, cfg.Type)
+	cfg, err := decodeConfig(payload)
+	if err != nil {
+		return fail("init stage: reading the configuration: %v", err)
 	}
 	// Stray fds: everything beyond stdio closes at execve, including the
 	// socket and whatever the supervisor inherited and passed on.
@@ -100,12 +101,12 @@ func InitMain() int {
 		return fail("init stage: %v", err)
 	}
 	if cfg.View != nil {
-		return initPID1(sock, &cfg)
+		return initPID1(sock, cfg)
 	}
-	if code := confineThread(sock, &cfg, nil, false); code != 0 {
+	if code := confineThread(sock, cfg, nil, false); code != 0 {
 		return code
 	}
-	return execFailed(sock, unix.Exec(string(cfg.Path), toStrings(cfg.Argv), toStrings(cfg.Env)))
+	return execFailed(sock, unix.Exec(cfg.Path, cfg.Argv, cfg.Env))
 }
 
 // confineThread runs steps 4-7 of the sync protocol on the calling
@@ -137,7 +138,7 @@ func confineThread(sock fdStream, cfg *initConfig, devs []uint64, dropCaps bool)
 	}
 	Trace("init stage: Landlock in force")
 	if cfg.Confined {
-		if err := canary(string(cfg.Canary)); err != nil {
+		if err := canary(cfg.Canary); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -182,30 +183,30 @@ func initPID1(sock fdStream, cfg *initConfig) int {
 	}
 	_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&[]byte("agent-launcher\x00")[0])), 0, 0, 0)
 	Trace("init stage: configuration read")
-	devs, err := buildView(cfg.View, cfg.binds(), string(cfg.Cwd))
-	Trace("init stage: private view built")
-	if err != nil {
-		var ve *ViewError
-		return fail(errors.As(err, &ve), "init stage: private view: %v", err)
-	}
-	// From here the supervisor's signals are PID 1's to handle.
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, append(slices.Clone(Forwarded), unix.SIGCHLD)...)
-
 	type started struct {
 		pid  int
 		code int // the init stage's exit status when pid is 0
 	}
 	res := make(chan started, 1)
+	// The thread that confines itself and forks the agent starts while
+	// the view is built (the runtime takes up to a millisecond to give a
+	// goroutine a thread of its own here); it shares the process's mount
+	// namespace and working directory, so it sees the view once built.
+	// Closed: the view failed, and the thread ends unconfined, unused.
+	built := make(chan []uint64, 1)
 	go func() {
 		// A thread of its own, never unlocked: it ends confined.
 		runtime.LockOSThread()
+		devs, ok := <-built
+		if !ok {
+			return
+		}
 		if code := confineThread(sock, cfg, devs, true); code != 0 {
 			res <- started{code: code}
 			return
 		}
 		// From this thread, whose credentials the child copies.
-		pid, err := syscall.ForkExec(string(cfg.Path), toStrings(cfg.Argv), &syscall.ProcAttr{Env: toStrings(cfg.Env), Files: []uintptr{0, 1, 2}})
+		pid, err := syscall.ForkExec(cfg.Path, cfg.Argv, &syscall.ProcAttr{Env: cfg.Env, Files: []uintptr{0, 1, 2}})
 		if err != nil {
 			res <- started{code: execFailed(sock, err)}
 			return
@@ -213,6 +214,17 @@ func initPID1(sock fdStream, cfg *initConfig) int {
 		_ = writeFrame(sock, report{Type: msgStarted, Pid: pid})
 		res <- started{pid: pid}
 	}()
+	devs, err := buildView(cfg.View, cfg.Binds, cfg.Cwd)
+	Trace("init stage: private view built")
+	if err != nil {
+		close(built)
+		var ve *ViewError
+		return fail(errors.As(err, &ve), "init stage: private view: %v", err)
+	}
+	// From here the supervisor's signals are PID 1's to handle.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, append(slices.Clone(Forwarded), unix.SIGCHLD)...)
+	built <- devs
 	r := <-res
 	unix.Close(syncFD)
 	if r.pid == 0 {

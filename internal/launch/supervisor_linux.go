@@ -287,13 +287,13 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
 	if s.View != nil {
-		cfg.View, cfg.Cwd = s.View, []byte(s.Cwd)
+		cfg.View, cfg.Cwd = s.View, s.Cwd
 	}
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
 		p.kill()
 		return 0, &SetupError{fmt.Sprintf("sync socket: %v", err)}
 	}
-	if err := writeFrame(conn, cfg); err != nil {
+	if err := writeRawFrame(conn, cfg.encode()); err != nil {
 		p.kill()
 		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}

@@ -6,7 +6,8 @@
 //
 // The supervisor and the init stage talk over a stream socketpair, the init
 // stage's end at fd 3. Each message is a frame: a 4-byte big-endian length,
-// then a JSON object with a "type" field. In order:
+// then a JSON object with a "type" field, except "config", which is binary
+// (initConfig.encode: configMagic, then its fields). In order:
 //
 //	step  supervisor                          init stage
 //	----  ----------------------------------  -------------------------------------------
@@ -22,7 +23,8 @@
 //	      CLONE_INTO_CGROUP) where it can
 //	      make one (cgroup_linux.go)
 //	 2    -> "config" (plan, view, argv, env) lock the OS thread; mark every fd but 0-2
-//	                                          close-on-exec
+//	                                          close-on-exec; with a view, start the
+//	                                          thread of step 4 (it waits for the view)
 //	 3                                        with a view: build it (view_linux.go):
 //	                                          MS_REC|MS_PRIVATE on /, private tmpfs,
 //	                                          kept paths bound back, sockets hidden,
@@ -65,6 +67,7 @@
 package launch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -95,83 +98,212 @@ const (
 )
 
 // initConfig is the "config" message: everything the init stage needs.
+// Unlike the other messages it is binary (encode, decodeConfig): the
+// init stage decodes it first thing in a fresh process, where
+// encoding/json's decoder took 1.2-2.9 ms of its start-up here, and its
+// paths, arguments and environment are bytes that need not be UTF-8.
 type initConfig struct {
-	Type string `json:"type"`
 	// Confined is false for an unconfined session (--allow-unconfined on
 	// a kernel without Landlock); the Landlock fields are then empty.
-	Confined bool       `json:"confined"`
-	Rules    []wireRule `json:"rules"`
-	Handled  uint64     `json:"handled"`
-	Scoped   uint64     `json:"scoped"`
-	// Paths, arguments and the environment are bytes, which JSON carries
-	// as base64: a string field would replace bytes that are not UTF-8.
-	Canary []byte `json:"canary"`
+	Confined bool
+	Rules    []landlock.Rule
+	Handled  landlock.Access
+	Scoped   landlock.Scope
+	Canary   string
 	// Path is the program, resolved by the supervisor; Argv its arguments.
-	Path []byte   `json:"path"`
-	Argv [][]byte `json:"argv"`
-	Env  [][]byte `json:"env"`
+	Path string
+	Argv []string
+	Env  []string
 	// View is the private view to build (nil: none; the init stage then
 	// execs the agent itself instead of staying as PID 1), Cwd the
 	// agent's working directory, entered again inside it.
-	View *landlock.View `json:"view,omitempty"`
-	Cwd  []byte         `json:"cwd,omitempty"`
-	// Binds are the mounts over protected paths the view makes
-	// (landlock.Bind), with the plan's view only.
-	Binds []wireBind `json:"binds,omitempty"`
+	View *landlock.View
+	Cwd  string
+	// Binds are the mounts over protected paths the view makes, with the
+	// plan's view only.
+	Binds []landlock.Bind
 }
 
-// wireBind is a landlock.Bind with its path as bytes.
-type wireBind struct {
-	Path     []byte `json:"path"`
-	Dir      bool   `json:"dir"`
-	ReadOnly bool   `json:"read_only"`
-	NoExec   bool   `json:"no_exec"`
-	Dev      uint64 `json:"dev"`
-	Ino      uint64 `json:"ino"`
-}
-
-// wireRule is a landlock.Rule with its access as a number.
-type wireRule struct {
-	Path   []byte `json:"path"`
-	Dir    bool   `json:"dir"`
-	Access uint64 `json:"access"`
-	Dev    uint64 `json:"dev"`
-	Ino    uint64 `json:"ino"`
-	View   bool   `json:"view,omitempty"`
-}
-
-// newConfig encodes what the init stage needs of pl (nil: unconfined).
+// newConfig is what the init stage needs of pl (nil: unconfined).
 func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
-	cfg := initConfig{Type: msgConfig, Path: []byte(path), Argv: toBytes(argv), Env: toBytes(env)}
+	cfg := initConfig{Path: path, Argv: argv, Env: env}
 	if pl != nil {
 		cfg.Confined = true
-		cfg.Handled, cfg.Scoped, cfg.Canary = uint64(pl.Handled), uint64(pl.Scoped), []byte(pl.Canary)
-		for _, r := range pl.Rules {
-			cfg.Rules = append(cfg.Rules, wireRule{[]byte(r.Path), r.Dir, uint64(r.Access), r.Dev, r.Ino, r.View})
-		}
-		for _, b := range pl.Binds {
-			cfg.Binds = append(cfg.Binds, wireBind{[]byte(b.Path), b.Dir, b.ReadOnly, b.NoExec, b.Dev, b.Ino})
-		}
+		cfg.Handled, cfg.Scoped, cfg.Canary = pl.Handled, pl.Scoped, pl.Canary
+		cfg.Rules, cfg.Binds = pl.Rules, pl.Binds
 	}
 	return cfg
 }
 
-// binds decodes the mounts over protected paths.
-func (cfg *initConfig) binds() []landlock.Bind {
-	var out []landlock.Bind
-	for _, b := range cfg.Binds {
-		out = append(out, landlock.Bind{Path: string(b.Path), Dir: b.Dir, ReadOnly: b.ReadOnly, NoExec: b.NoExec, Dev: b.Dev, Ino: b.Ino})
-	}
-	return out
+// plan is the Landlock part of cfg.
+func (cfg *initConfig) plan() *landlock.Plan {
+	return &landlock.Plan{Handled: cfg.Handled, Scoped: cfg.Scoped, Canary: cfg.Canary, Rules: cfg.Rules}
 }
 
-// plan decodes the Landlock part of cfg.
-func (cfg *initConfig) plan() *landlock.Plan {
-	pl := &landlock.Plan{Handled: landlock.Access(cfg.Handled), Scoped: landlock.Scope(cfg.Scoped), Canary: string(cfg.Canary)}
-	for _, r := range cfg.Rules {
-		pl.Rules = append(pl.Rules, landlock.Rule{Path: string(r.Path), Dir: r.Dir, Access: landlock.Access(r.Access), Dev: r.Dev, Ino: r.Ino, View: r.View})
+// configMagic opens a "config" frame: its format and version.
+const configMagic = "agent-launcher config 1\x00"
+
+// Flags of a rule or a bind in a "config" frame.
+const (
+	flagDir = 1 << iota
+	flagView
+	flagReadOnly
+	flagNoExec
+)
+
+// encode returns cfg as a "config" frame's payload: configMagic, then
+// every field in order, numbers as uvarints, a string as its length and
+// its bytes, a list as its length and its items.
+func (cfg *initConfig) encode() []byte {
+	b := []byte(configMagic)
+	num := func(x uint64) { b = binary.AppendUvarint(b, x) }
+	str := func(s string) { num(uint64(len(s))); b = append(b, s...) }
+	strs := func(ss []string) {
+		num(uint64(len(ss)))
+		for _, s := range ss {
+			str(s)
+		}
 	}
-	return pl
+	flag := func(on bool, f uint64) uint64 {
+		if on {
+			return f
+		}
+		return 0
+	}
+	num(flag(cfg.Confined, 1))
+	num(uint64(cfg.Handled))
+	num(uint64(cfg.Scoped))
+	str(cfg.Canary)
+	num(uint64(len(cfg.Rules)))
+	for _, r := range cfg.Rules {
+		str(r.Path)
+		num(flag(r.Dir, flagDir) | flag(r.View, flagView))
+		num(uint64(r.Access))
+		num(r.Dev)
+		num(r.Ino)
+	}
+	str(cfg.Path)
+	strs(cfg.Argv)
+	strs(cfg.Env)
+	if v := cfg.View; v == nil {
+		num(0)
+	} else {
+		num(1)
+		for _, list := range [][]string{v.Private, v.Hidden, v.Masked, v.Fresh, v.Keep} {
+			strs(list)
+		}
+		num(uint64(len(v.Caches)))
+		for _, c := range v.Caches {
+			str(c.Source)
+			str(c.Target)
+			str(c.Seal)
+		}
+	}
+	str(cfg.Cwd)
+	num(uint64(len(cfg.Binds)))
+	for _, bd := range cfg.Binds {
+		str(bd.Path)
+		num(flag(bd.Dir, flagDir) | flag(bd.ReadOnly, flagReadOnly) | flag(bd.NoExec, flagNoExec))
+		num(bd.Dev)
+		num(bd.Ino)
+	}
+	return b
+}
+
+// errConfig is a "config" payload that does not decode.
+var errConfig = errors.New("sync: malformed configuration")
+
+// decodeConfig decodes a "config" payload (encode). Anything left over,
+// missing or out of range is errConfig.
+func decodeConfig(b []byte) (*initConfig, error) {
+	rest, ok := bytes.CutPrefix(b, []byte(configMagic))
+	if !ok {
+		return nil, fmt.Errorf("sync: expected %q", msgConfig)
+	}
+	bad := false
+	num := func() uint64 {
+		x, n := binary.Uvarint(rest)
+		if n <= 0 {
+			bad, rest = true, nil
+			return 0
+		}
+		rest = rest[n:]
+		return x
+	}
+	// count is a list's length, bounded by the bytes left (every item
+	// takes one at least), so that no length makes a large allocation.
+	count := func() int {
+		n := num()
+		if n > uint64(len(rest)) {
+			bad, rest = true, nil
+			return 0
+		}
+		return int(n)
+	}
+	str := func() string {
+		n := count()
+		s := string(rest[:n])
+		rest = rest[n:]
+		return s
+	}
+	strs := func() []string {
+		n := count()
+		if n == 0 {
+			return nil
+		}
+		ss := make([]string, n)
+		for i := range ss {
+			ss[i] = str()
+		}
+		return ss
+	}
+	cfg := &initConfig{}
+	cfg.Confined = num() == 1
+	cfg.Handled = landlock.Access(num())
+	cfg.Scoped = landlock.Scope(num())
+	cfg.Canary = str()
+	if n := count(); n > 0 {
+		cfg.Rules = make([]landlock.Rule, n)
+		for i := range cfg.Rules {
+			r := &cfg.Rules[i]
+			r.Path = str()
+			f := num()
+			r.Dir, r.View = f&flagDir != 0, f&flagView != 0
+			r.Access = landlock.Access(num())
+			r.Dev, r.Ino = num(), num()
+		}
+	}
+	cfg.Path = str()
+	cfg.Argv = strs()
+	cfg.Env = strs()
+	if num() == 1 {
+		v := &landlock.View{}
+		for _, list := range []*[]string{&v.Private, &v.Hidden, &v.Masked, &v.Fresh, &v.Keep} {
+			*list = strs()
+		}
+		if n := count(); n > 0 {
+			v.Caches = make([]landlock.CacheBind, n)
+			for i := range v.Caches {
+				v.Caches[i] = landlock.CacheBind{Source: str(), Target: str(), Seal: str()}
+			}
+		}
+		cfg.View = v
+	}
+	cfg.Cwd = str()
+	if n := count(); n > 0 {
+		cfg.Binds = make([]landlock.Bind, n)
+		for i := range cfg.Binds {
+			bd := &cfg.Binds[i]
+			bd.Path = str()
+			f := num()
+			bd.Dir, bd.ReadOnly, bd.NoExec = f&flagDir != 0, f&flagReadOnly != 0, f&flagNoExec != 0
+			bd.Dev, bd.Ino = num(), num()
+		}
+	}
+	if bad || len(rest) != 0 {
+		return nil, errConfig
+	}
+	return cfg, nil
 }
 
 // report is every message from the init stage.
@@ -191,20 +323,25 @@ type report struct {
 	Pid int `json:"pid,omitempty"`
 }
 
-// writeFrame writes v as one frame.
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+// writeRawFrame writes b as one frame.
+func writeRawFrame(w io.Writer, b []byte) error {
 	if len(b) > maxFrame {
 		return fmt.Errorf("sync: frame of %d bytes exceeds %d", len(b), maxFrame)
 	}
 	buf := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(buf, uint32(len(b)))
 	copy(buf[4:], b)
-	_, err = w.Write(buf)
+	_, err := w.Write(buf)
 	return err
+}
+
+// writeFrame writes v as one frame.
+func writeFrame(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeRawFrame(w, b)
 }
 
 // errEOF is a clean end of the stream before a frame.
@@ -212,20 +349,9 @@ var errEOF = errors.New("sync: end of stream")
 
 // readFrame reads one frame into v.
 func readFrame(r io.Reader, v any) error {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		if errors.Is(err, io.EOF) {
-			return errEOF
-		}
-		return fmt.Errorf("sync: %w", err)
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return fmt.Errorf("sync: frame of %d bytes exceeds %d", n, maxFrame)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("sync: %w", err)
+	b, err := readRawFrame(r)
+	if err != nil {
+		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("sync: %w", err)
@@ -233,18 +359,22 @@ func readFrame(r io.Reader, v any) error {
 	return nil
 }
 
-func toBytes(ss []string) [][]byte {
-	out := make([][]byte, len(ss))
-	for i, s := range ss {
-		out[i] = []byte(s)
+// readRawFrame reads one frame's payload.
+func readRawFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errEOF
+		}
+		return nil, fmt.Errorf("sync: %w", err)
 	}
-	return out
-}
-
-func toStrings(bs [][]byte) []string {
-	out := make([]string, len(bs))
-	for i, b := range bs {
-		out[i] = string(b)
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > maxFrame {
+		return nil, fmt.Errorf("sync: frame of %d bytes exceeds %d", n, maxFrame)
 	}
-	return out
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	return b, nil
 }

@@ -4,33 +4,101 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
-// TestConfigRoundTrip: the plan, the program, its arguments and its
-// environment arrive byte for byte, also when they are not UTF-8.
-func TestConfigRoundTrip(t *testing.T) {
+// testConfig fills every field of a "config" message, with bytes that
+// are not UTF-8 in its paths, arguments and environment.
+func testConfig() initConfig {
 	pl := &landlock.Plan{Handled: landlock.HandledFS(7), Scoped: landlock.Scopes(7), Canary: "/s/canary\xff",
-		Rules: []landlock.Rule{{Path: "/w/d\xffir", Dir: true, Access: landlock.ReadDir | landlock.ReadFile, Dev: 3, Ino: 9}}}
-	cfg := newConfig(pl, "/bin/p\xfe", []string{"p", "a\xffb"}, []string{"LATIN=caf\xe9"})
-	var buf bytes.Buffer
-	if err := writeFrame(&buf, cfg); err != nil {
-		t.Fatal(err)
+		Rules: []landlock.Rule{
+			{Path: "/w/d\xffir", Dir: true, Access: landlock.ReadDir | landlock.ReadFile, Dev: 3, Ino: 9},
+			{Path: "/tmp", Dir: true, View: true, Access: landlock.HandledFS(7), Dev: 1 << 40, Ino: 1<<63 + 5},
+			{Path: "/etc/f", Access: landlock.ReadFile},
+		},
+		Binds: []landlock.Bind{{Path: "/w/.git", Dir: true, Dev: 3, Ino: 10}, {Path: "/w/.envrc", ReadOnly: true, NoExec: true, Dev: 3, Ino: 11}},
 	}
-	var got initConfig
-	if err := readFrame(&buf, &got); err != nil {
-		t.Fatal(err)
-	}
-	back := got.plan()
-	if !got.Confined || string(got.Path) != "/bin/p\xfe" || toStrings(got.Argv)[1] != "a\xffb" || toStrings(got.Env)[0] != "LATIN=caf\xe9" ||
-		back.Canary != pl.Canary || back.Handled != pl.Handled || back.Scoped != pl.Scoped || len(back.Rules) != 1 || back.Rules[0].Path != "/w/d\xffir" || !back.Rules[0].Dir || back.Rules[0].Access != pl.Rules[0].Access || back.Rules[0].Dev != 3 || back.Rules[0].Ino != 9 {
-		t.Errorf("round trip: %+v, plan %+v", got, back)
+	cfg := newConfig(pl, "/bin/p\xfe", []string{"p", "a\xffb", ""}, []string{"LATIN=caf\xe9"})
+	cfg.View = &landlock.View{Private: []string{"/tmp", "/var/tmp"}, Hidden: []string{"/run/user/1"}, Masked: []string{"/x"},
+		Fresh: []string{"/proc"}, Keep: []string{"/tmp/.X11-unix\xff"},
+		Caches: []landlock.CacheBind{{Source: "/s/caches/a", Target: "/var/tmp/c", Seal: "/s/caches"}}}
+	cfg.Cwd = "/w/sub\xff"
+	return cfg
+}
+
+// TestConfigRoundTrip: the plan, the view, the program, its arguments and
+// its environment arrive byte for byte, also when they are not UTF-8.
+func TestConfigRoundTrip(t *testing.T) {
+	for _, cfg := range []initConfig{testConfig(), newConfig(nil, "/bin/p", nil, nil), {}} {
+		var buf bytes.Buffer
+		if err := writeRawFrame(&buf, cfg.encode()); err != nil {
+			t.Fatal(err)
+		}
+		payload, err := readRawFrame(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeConfig(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(*got, cfg) {
+			t.Errorf("round trip:\n got %+v\nwant %+v", *got, cfg)
+		}
 	}
 	if u := newConfig(nil, "/bin/p", nil, nil); u.Confined || len(u.Rules) != 0 {
 		t.Errorf("unconfined config: %+v", u)
 	}
+	// An empty view is a view.
+	cfg := initConfig{View: &landlock.View{}}
+	if got, err := decodeConfig(cfg.encode()); err != nil || got.View == nil {
+		t.Errorf("an empty view: %+v, %v", got, err)
+	}
+}
+
+// TestConfigRefusesMalformed: a payload cut short anywhere, with a byte
+// too many, of another kind (a JSON message), or with a length larger
+// than what follows is refused, never half decoded.
+func TestConfigRefusesMalformed(t *testing.T) {
+	cfg := testConfig()
+	b := cfg.encode()
+	for n := range len(b) {
+		if got, err := decodeConfig(b[:n]); err == nil {
+			t.Fatalf("cut at %d of %d bytes: decoded %+v", n, len(b), got)
+		}
+	}
+	if _, err := decodeConfig(append(b, 0)); !errors.Is(err, errConfig) {
+		t.Errorf("a byte too many: %v", err)
+	}
+	if _, err := decodeConfig([]byte(`{"type":"config"}`)); err == nil {
+		t.Error("a JSON message was taken for a configuration")
+	}
+	huge := binary.AppendUvarint([]byte(configMagic+"\x01\x00\x00"), 1<<62) // the canary's length
+	if _, err := decodeConfig(huge); !errors.Is(err, errConfig) {
+		t.Errorf("a length past the end: %v", err)
+	}
+}
+
+// FuzzDecodeConfig: any payload decodes or is refused without a panic,
+// and what decodes encodes to a payload that decodes to the same.
+func FuzzDecodeConfig(f *testing.F) {
+	cfg := testConfig()
+	f.Add(cfg.encode())
+	empty := initConfig{}
+	f.Add(empty.encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeConfig(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeConfig(got.encode())
+		if err != nil || !reflect.DeepEqual(again, got) {
+			t.Fatalf("re-encoded: %+v, %v; first %+v", again, err, got)
+		}
+	})
 }
 
 // TestFrames: a clean end, a truncated frame and an oversized one are
