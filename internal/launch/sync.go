@@ -6,8 +6,9 @@
 //
 // The supervisor and the init stage talk over a stream socketpair, the init
 // stage's end at fd 3. Each message is a frame: a 4-byte big-endian length,
-// then a JSON object with a "type" field, except "config", which is binary
-// (initConfig.encode: configMagic, then its fields). In order:
+// then the message, binary: "config" as initConfig.encode writes it
+// (configMagic, then its fields), every other one as report.encode does
+// (its type, then its fields). In order:
 //
 //	step  supervisor                          init stage
 //	----  ----------------------------------  -------------------------------------------
@@ -69,10 +70,10 @@ package launch
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
@@ -306,21 +307,73 @@ func decodeConfig(b []byte) (*initConfig, error) {
 	return cfg, nil
 }
 
-// report is every message from the init stage.
+// report is every message but "config": those of the init stage, and "go".
 type report struct {
-	Type string `json:"type"`
+	Type string
 	// Msg is one sentence for the operator ("error", "exec-error").
-	Msg string `json:"msg,omitempty"`
+	Msg string
 	// Errno is execve's error ("exec-error").
-	Errno int `json:"errno,omitempty"`
+	Errno int
 	// Rules counts the Landlock rules in force ("ready").
-	Rules int `json:"rules,omitempty"`
+	Rules int
 	// View is set on an "error" that building the private view caused
 	// and a start without it avoids.
-	View bool `json:"view,omitempty"`
+	View bool
 	// Pid is the agent's process id in the session's PID namespace
 	// ("started").
-	Pid int `json:"pid,omitempty"`
+	Pid int
+}
+
+// encode returns r as a frame's payload: its type, message, errno,
+// rules, pid (a string as its length and bytes, numbers as uvarints),
+// then 1 when View is set, else 0.
+func (r report) encode() []byte {
+	var b []byte
+	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
+	str(r.Type)
+	str(r.Msg)
+	for _, n := range []int{r.Errno, r.Rules, r.Pid} {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
+	if r.View {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// decode sets r from a payload report.encode wrote; anything else is an
+// error.
+func (r *report) decode(b []byte) error {
+	bad := false
+	num := func() uint64 {
+		x, n := binary.Uvarint(b)
+		if n <= 0 || x > math.MaxInt32 {
+			bad, b = true, nil
+			return 0
+		}
+		b = b[n:]
+		return x
+	}
+	str := func() string {
+		n := num()
+		if n > uint64(len(b)) {
+			bad, b = true, nil
+			return ""
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	var out report
+	out.Type, out.Msg = str(), str()
+	out.Errno, out.Rules, out.Pid = int(num()), int(num()), int(num())
+	view := num()
+	if bad || view > 1 || len(b) != 0 || out.Type == "" {
+		return errors.New("sync: malformed message")
+	}
+	out.View = view == 1
+	*r = out
+	return nil
 }
 
 // writeRawFrame writes b as one frame.
@@ -335,28 +388,21 @@ func writeRawFrame(w io.Writer, b []byte) error {
 	return err
 }
 
-// writeFrame writes v as one frame.
-func writeFrame(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return writeRawFrame(w, b)
+// writeFrame writes r as one frame.
+func writeFrame(w io.Writer, r report) error {
+	return writeRawFrame(w, r.encode())
 }
 
 // errEOF is a clean end of the stream before a frame.
 var errEOF = errors.New("sync: end of stream")
 
-// readFrame reads one frame into v.
-func readFrame(r io.Reader, v any) error {
+// readFrame reads one frame into rep.
+func readFrame(r io.Reader, rep *report) error {
 	b, err := readRawFrame(r)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("sync: %w", err)
-	}
-	return nil
+	return rep.decode(b)
 }
 
 // readRawFrame reads one frame's payload.

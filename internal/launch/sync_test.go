@@ -123,3 +123,34 @@ func TestFrames(t *testing.T) {
 		t.Error("an oversized frame was accepted")
 	}
 }
+
+// TestReportRoundTrip: every field of every other message arrives, and a
+// message cut short, with a byte too many or a number out of range is
+// refused.
+func TestReportRoundTrip(t *testing.T) {
+	for _, r := range []report{
+		{Type: msgReady, Rules: 151},
+		{Type: msgError, Msg: "view: mounting /tmp: \xff EPERM", View: true},
+		{Type: msgExecError, Errno: 2, Msg: "no such file"},
+		{Type: msgStarted, Pid: 1 << 22},
+		{Type: msgGo},
+	} {
+		var got report
+		if err := got.decode(r.encode()); err != nil || got != r {
+			t.Errorf("round trip of %+v: %+v, %v", r, got, err)
+		}
+		b := r.encode()
+		for n := range len(b) {
+			if err := got.decode(b[:n]); err == nil {
+				t.Errorf("%+v cut at %d of %d bytes: decoded %+v", r, n, len(b), got)
+			}
+		}
+		if err := got.decode(append(b, 0)); err == nil {
+			t.Errorf("%+v with a byte too many: decoded", r)
+		}
+	}
+	var got report
+	if err := got.decode(report{Type: msgStarted, Pid: -1}.encode()); err == nil {
+		t.Errorf("a negative pid decoded as %+v", got)
+	}
+}
