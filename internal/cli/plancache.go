@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"syscall"
 
 	"github.com/agent-launcher/agent-launcher/internal/launch"
@@ -36,7 +37,7 @@ const planCacheVar = "AGENT_LAUNCHER_PLAN_CACHE"
 
 // planCacheFormat changes whenever the entry's layout or what the key
 // digests changes.
-const planCacheFormat = "agent-launcher plan cache v2"
+const planCacheFormat = "agent-launcher plan cache v3"
 
 // maxPlanEntries bounds the entries kept, plans and review walk indexes
 // (one of each per workspace, agent and policy in use); the least recently
@@ -103,8 +104,8 @@ func decodePlanEntry(b []byte) (key string, obs landlock.Observations, pl *landl
 
 // planKey digests what a plan depends on besides the filesystem's answers:
 // the launcher's binary (its planner), the user, the ABI, the canary, the
-// roots, the private view and the whole policy (rules.Policy encodes to
-// JSON in full: patterns as expanded, kinds, tiers, sources).
+// roots, the private view and the whole policy (every field: patterns as
+// expanded, kinds, tiers, sources; digestValue).
 func (e *env) planKey(p *compiled, abi int, canary string) (string, error) {
 	c, err := currentCreds()
 	if err != nil {
@@ -132,10 +133,6 @@ func (e *env) planKeyAs(c creds, p *compiled, abi int, canary string) (string, e
 	if err := syscall.Stat("/proc/self/exe", &self); err != nil {
 		return "", err
 	}
-	view, err := json.Marshal(e.view)
-	if err != nil {
-		return "", err
-	}
 	h := sha256.New()
 	field := func(b []byte) {
 		fmt.Fprintf(h, "%d:", len(b))
@@ -149,11 +146,11 @@ func (e *env) planKeyAs(c creds, p *compiled, abi int, canary string) (string, e
 	field([]byte(e.home))
 	field([]byte(e.workspace))
 	field([]byte(p.name))
-	field(view)
-	// The policy last, its JSON written into the hash by an Encoder
-	// (json.Marshal would copy its few hundred kilobytes once more):
-	// nothing follows it, so its end needs no length.
-	if err := json.NewEncoder(h).Encode(p.pol); err != nil {
+	// The view and the whole policy, every field (digestValue).
+	if err := digestValue(h, reflect.ValueOf(e.view)); err != nil {
+		return "", err
+	}
+	if err := digestValue(h, reflect.ValueOf(p.pol)); err != nil {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
