@@ -70,6 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME) ./landlock
 	$(GO) test -run '^$$' -fuzz '^FuzzPlanReplay$$' -fuzztime $(FUZZTIME) ./landlock
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeConfig$$' -fuzztime $(FUZZTIME) ./internal/launch
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/wire
 
 lint:
 	$(GO) vet ./...

@@ -3,7 +3,6 @@ package landlock
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/agent-launcher/agent-launcher/internal/wire"
 )
 
 // A plan is a function of the policy, the options and the filesystem's
@@ -440,51 +441,21 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// planWire is a Plan with the fields its JSON form leaves out.
-type planWire struct {
-	Plan      *Plan       `json:"plan"`
-	Handled   uint64      `json:"handled"`
-	Scoped    uint64      `json:"scoped"`
-	Access    []uint64    `json:"access"`
-	Carved    [][2]uint64 `json:"carved"`
-	Protected [][3]uint64 `json:"protected"`
-}
-
-// EncodePlan encodes pl whole, for DecodePlan (a plan cache): its JSON
-// form, and beside it the rights, devices and inodes that form leaves out.
+// EncodePlan encodes pl whole, every field, for DecodePlan (a plan
+// cache): internal/wire's binary form, which a build decodes only when it
+// wrote it (the cache's key digests the binary).
 func EncodePlan(pl *Plan) ([]byte, error) {
-	w := planWire{Plan: pl, Handled: uint64(pl.Handled), Scoped: uint64(pl.Scoped)}
-	for _, r := range pl.Rules {
-		w.Access = append(w.Access, uint64(r.Access))
-	}
-	for _, c := range pl.Carved {
-		w.Carved = append(w.Carved, [2]uint64{c.Dev, c.Ino})
-	}
-	for _, p := range pl.Protected {
-		w.Protected = append(w.Protected, [3]uint64{uint64(p.Type), p.Dev, p.Ino})
-	}
-	return json.Marshal(w)
+	return wire.Append(nil, pl)
 }
 
 // DecodePlan decodes what EncodePlan encoded.
 func DecodePlan(b []byte) (*Plan, error) {
-	var w planWire
-	if err := json.Unmarshal(b, &w); err != nil {
+	var pl *Plan
+	if err := wire.Decode(b, &pl); err != nil {
 		return nil, fmt.Errorf("landlock: decoding a plan: %w", err)
 	}
-	pl := w.Plan
-	if pl == nil || len(w.Access) != len(pl.Rules) || len(w.Carved) != len(pl.Carved) || len(w.Protected) != len(pl.Protected) {
-		return nil, fmt.Errorf("landlock: decoding a plan: inconsistent")
-	}
-	pl.Handled, pl.Scoped = Access(w.Handled), Scope(w.Scoped)
-	for i := range pl.Rules {
-		pl.Rules[i].Access = Access(w.Access[i])
-	}
-	for i := range pl.Carved {
-		pl.Carved[i].Dev, pl.Carved[i].Ino = w.Carved[i][0], w.Carved[i][1]
-	}
-	for i := range pl.Protected {
-		pl.Protected[i].Type, pl.Protected[i].Dev, pl.Protected[i].Ino = FileType(w.Protected[i][0]), w.Protected[i][1], w.Protected[i][2]
+	if pl == nil {
+		return nil, fmt.Errorf("landlock: decoding a plan: none")
 	}
 	return pl, nil
 }

@@ -168,3 +168,21 @@ func TestWalkIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestWalkIndexKept: the review walk's index a run keeps is the one the
+// next run reads back (an index that does not come back costs every
+// listing again, which no other test would notice).
+func TestWalkIndexKept(t *testing.T) {
+	c := planCache{dir: t.TempDir()}
+	idx := &walkIndex{Dirs: map[string]walkDir{
+		"/w":      {Stamp: landlock.Stamp{Dev: 1, Ino: 2, Sec: 3, Nsec: 4}, Entries: 2, Visit: []string{".git", "a"}, Dirs: []bool{true, false}},
+		"/w/.git": {Entries: 0},
+	}}
+	c.putWalkIndex("k", idx)
+	if got := c.walkIndex("k"); !reflect.DeepEqual(got, idx) {
+		t.Errorf("kept %+v, read back %+v", idx, got)
+	}
+	if got := c.walkIndex("other"); got != nil {
+		t.Errorf("another key read back %+v", got)
+	}
+}
