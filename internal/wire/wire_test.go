@@ -137,6 +137,10 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%T round trip:\n got %+v\nwant %+v", v, got.Elem().Elem().Interface(), reflect.ValueOf(v).Elem().Interface())
 		}
 	}
+	// Unexported fields are neither written nor read.
+	if !bytes.Equal(encode(t, &every{hid: 7}), encode(t, &every{})) {
+		t.Error("an unexported field was encoded")
+	}
 	// Write writes what Append appends, in pieces or not.
 	for _, v := range values() {
 		var buf bytes.Buffer
