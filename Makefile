@@ -16,10 +16,10 @@ all: build
 deps:
 	@./scripts/deps
 
-# Static (no cgo yet): a dynamically linked binary starts about 1.5 ms
-# slower here, and run starts it twice (supervisor and init stage).
+# With cgo (the init stage, internal/launch/initstage.c, runs before the Go
+# runtime) and linked statically (scripts/build-launcher says why).
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/agent-launcher
+	GO=$(GO) ./scripts/build-launcher $(BIN)
 
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
 # their checked-in corpora as ordinary tests), the purity check of the

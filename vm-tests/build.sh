@@ -21,7 +21,7 @@ kerneltest ./internal/kerneltest"
 export CGO_ENABLED=0
 $go build -trimpath -buildvcs=false -o "$out/tools/mkcpio" ./vm-tests/cmd/mkcpio
 $go build -trimpath -buildvcs=false -o "$out/tools/vminit" ./vm-tests/cmd/vminit
-$go build -trimpath -buildvcs=false -o "$out/stage/bin/agent-launcher" ./cmd/agent-launcher
+GO=$go CGO_ENABLED=1 ./scripts/build-launcher "$out/stage/bin/agent-launcher"
 $go build -trimpath -buildvcs=false -o "$out/stage/bin/testagent" ./internal/testagent
 conf="$out/stage/tests.conf"
 echo "# NAME DIR BINARY ARGS (vm-tests/cmd/vminit)" > "$conf"

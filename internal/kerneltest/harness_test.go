@@ -145,15 +145,15 @@ func worldDir(t *testing.T) string {
 func build(dir string) error {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
-	for _, b := range []struct{ out, pkg string }{
-		{"agent-launcher", "./cmd/agent-launcher"},
-		{"testagent", "./internal/testagent"},
+	// The launcher as make build makes it (with cgo, for its init stage).
+	for _, cmd := range []*exec.Cmd{
+		exec.Command("./scripts/build-launcher", filepath.Join(dir, "agent-launcher")),
+		exec.Command("go", "build", "-buildvcs=false", "-o", filepath.Join(dir, "testagent"), "./internal/testagent"),
 	} {
-		cmd := exec.Command("go", "build", "-buildvcs=false", "-o", filepath.Join(dir, b.out), b.pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+			return fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
 		}
 	}
 	return nil

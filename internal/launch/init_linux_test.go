@@ -1,33 +1,23 @@
 package launch
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// TestCloexecFallback: the /proc/self/fd path of cloexecFrom (Linux 5.10
-// has no CLOSE_RANGE_CLOEXEC) marks every fd from min on.
-func TestCloexecFallback(t *testing.T) {
-	f, err := os.Open("/dev/null")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fd := int(f.Fd())
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := cloexecByList(fd); err != nil {
-		t.Fatal(err)
-	}
-	if flags, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); flags&unix.FD_CLOEXEC == 0 {
-		t.Errorf("fd %d is not close-on-exec", fd)
-	}
-}
+	"github.com/agent-launcher/agent-launcher/landlock"
+)
 
 // The ready timeout holds on the supervisor's end of the sync socket: a
 // read with no frame coming ends at the deadline, and a frame written on
@@ -57,5 +47,134 @@ func TestSyncPairDeadline(t *testing.T) {
 	}
 	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
 		t.Fatalf("read: %+v, %v; want %q", rep, err, msgReady)
+	}
+}
+
+// startInitStage starts this test binary as the init stage (its
+// constructor runs initstage.c before the Go runtime) with the sync
+// socket's other end at fd 3, as the supervisor does, and returns the
+// supervisor's end and the command, whose stderr goes to stderr.
+func startInitStage(t *testing.T, stderr *bytes.Buffer) (*os.File, *exec.Cmd) {
+	t.Helper()
+	conn, child, err := syncPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe", InitArg)
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.Env = []string{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return conn, cmd
+}
+
+// TestInitStageRefusesMalformedConfig: initstage.c's decoder takes a
+// configuration cut short anywhere, with a byte too many or with a NUL in
+// a path for none: it reports the configuration unreadable and exits 125
+// before it acts on any of it. The whole configuration is read (the
+// control): the init stage goes on to say it is ready.
+func TestInitStageRefusesMalformedConfig(t *testing.T) {
+	cfg := newConfig(nil, "/bin/true", []string{"true"}, []string{"A=1"}) // unconfined, no view: it acts on nothing before "ready"
+	good := cfg.encode()
+	withNUL := newConfig(nil, "/bin/\x00true", nil, nil)
+	cases := map[string][]byte{"a byte too many": append(slices.Clone(good), 0), "a NUL in the path": withNUL.encode()}
+	for n := range len(good) {
+		cases[fmt.Sprintf("cut at %d", n)] = good[:n]
+	}
+	for name, payload := range cases {
+		var stderr bytes.Buffer
+		conn, cmd := startInitStage(t, &stderr)
+		if err := writeRawFrame(conn, payload); err != nil {
+			t.Fatal(err)
+		}
+		var rep report
+		err := readFrame(conn, &rep)
+		if err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, "reading the configuration") {
+			t.Errorf("%s: %+v, %v (stderr %q)", name, rep, err, stderr.String())
+		}
+		if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
+			t.Errorf("%s: exit %v", name, err)
+		}
+	}
+	var stderr bytes.Buffer
+	conn, cmd := startInitStage(t, &stderr)
+	if err := writeRawFrame(conn, good); err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+		t.Fatalf("the whole configuration: %+v, %v (stderr %q)", rep, err, stderr.String())
+	}
+	conn.Close() // no "go": it exits without running the agent
+	if cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
+		t.Errorf("no go: exit %d", cmd.ProcessState.ExitCode())
+	}
+}
+
+// TestInitStageRefusesReplacedBind: a protected path that names another
+// inode than the one the floor was planned for (replaced from outside in
+// between, as an editor's atomic save does), or that is now a symlink
+// (even one with the planned inode number: numbers of freed inodes are
+// reused), is refused before anything is mounted over it, and not as a
+// view error, which would start again without the view. The control: the
+// same path unchanged passes the view and reaches Landlock (whose
+// ruleset, handling nothing here, the kernel then refuses).
+func TestInitStageRefusesReplacedBind(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config")
+	if err := os.WriteFile(config, []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(b landlock.Bind) error {
+		t.Helper()
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer devnull.Close()
+		s := Session{Path: "/bin/true", Argv: []string{"true"}, Stdin: devnull, Stdout: devnull, Stderr: devnull,
+			Plan: &landlock.Plan{Canary: "/nonexistent", Binds: []landlock.Bind{b}}, View: &landlock.View{}}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err = Run(ctx, s)
+		return err
+	}
+	planned := func() landlock.Bind {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(config, &st); err != nil {
+			t.Fatal(err)
+		}
+		return landlock.Bind{Path: config, ReadOnly: true, Dev: st.Dev, Ino: st.Ino}
+	}
+	b := planned()
+	if err := run(b); err == nil || !strings.Contains(err.Error(), "landlock_create_ruleset") {
+		t.Fatalf("control, the path unchanged: %v; want the view built and Landlock reached", err)
+	}
+	if err := os.WriteFile(config+".new", []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(config+".new", config); err != nil {
+		t.Fatal(err)
+	}
+	err := run(b)
+	var ve *ViewError
+	if err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") || errors.As(err, &ve) {
+		t.Errorf("a replaced path: %v; want a refusal, not a view error", err)
+	}
+	if err := os.Remove(config); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/passwd", config); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(planned()); err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") {
+		t.Errorf("a symlink at the protected name: %v; want a refusal", err)
 	}
 }

@@ -118,6 +118,9 @@ type Pending struct {
 // whether s has a view (s.View != nil; the view itself comes with the
 // configuration) and s.Notice. The session's Run must have the same.
 func Start(s Session) (*Pending, error) {
+	if !hasInitStage {
+		return nil, &SetupError{"this build of agent-launcher has no init stage (built with CGO_ENABLED=0); build it with `make build`"}
+	}
 	p := &Pending{view: s.View != nil}
 	p.notice = func(format string, args ...any) {
 		if s.Notice != nil {
@@ -287,6 +290,12 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
 	if s.View != nil {
+		// The init stage builds what it is given; what it is given is
+		// checked here.
+		if err := s.View.Check(); err != nil {
+			p.kill()
+			return 0, &SetupError{err.Error()}
+		}
 		cfg.View, cfg.Cwd = s.View, s.Cwd
 	}
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {

@@ -68,12 +68,13 @@
 package launch
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
@@ -98,11 +99,9 @@ const (
 	msgStarted   = "started"
 )
 
-// initConfig is the "config" message: everything the init stage needs.
-// Unlike the other messages it is binary (encode, decodeConfig): the
-// init stage decodes it first thing in a fresh process, where
-// encoding/json's decoder took 1.2-2.9 ms of its start-up here, and its
-// paths, arguments and environment are bytes that need not be UTF-8.
+// initConfig is the "config" message: everything the init stage needs,
+// in the binary form encode writes and initstage.c decodes (its paths,
+// arguments and environment are bytes that need not be UTF-8).
 type initConfig struct {
 	// Confined is false for an unconfined session (--allow-unconfined on
 	// a kernel without Landlock); the Landlock fields are then empty.
@@ -126,19 +125,17 @@ type initConfig struct {
 }
 
 // newConfig is what the init stage needs of pl (nil: unconfined).
+// The binds are sorted by path: the init stage protects parents first (a
+// pinned .git is itself a mount that exposes .git/config).
 func newConfig(pl *landlock.Plan, path string, argv, env []string) initConfig {
 	cfg := initConfig{Path: path, Argv: argv, Env: env}
 	if pl != nil {
 		cfg.Confined = true
 		cfg.Handled, cfg.Scoped, cfg.Canary = pl.Handled, pl.Scoped, pl.Canary
-		cfg.Rules, cfg.Binds = pl.Rules, pl.Binds
+		cfg.Rules = pl.Rules
+		cfg.Binds = slices.SortedFunc(slices.Values(pl.Binds), func(a, b landlock.Bind) int { return strings.Compare(a.Path, b.Path) })
 	}
 	return cfg
-}
-
-// plan is the Landlock part of cfg.
-func (cfg *initConfig) plan() *landlock.Plan {
-	return &landlock.Plan{Handled: cfg.Handled, Scoped: cfg.Scoped, Canary: cfg.Canary, Rules: cfg.Rules}
 }
 
 // configMagic opens a "config" frame: its format and version.
@@ -209,102 +206,6 @@ func (cfg *initConfig) encode() []byte {
 		num(bd.Ino)
 	}
 	return b
-}
-
-// errConfig is a "config" payload that does not decode.
-var errConfig = errors.New("sync: malformed configuration")
-
-// decodeConfig decodes a "config" payload (encode). Anything left over,
-// missing or out of range is errConfig.
-func decodeConfig(b []byte) (*initConfig, error) {
-	rest, ok := bytes.CutPrefix(b, []byte(configMagic))
-	if !ok {
-		return nil, fmt.Errorf("sync: expected %q", msgConfig)
-	}
-	bad := false
-	num := func() uint64 {
-		x, n := binary.Uvarint(rest)
-		if n <= 0 {
-			bad, rest = true, nil
-			return 0
-		}
-		rest = rest[n:]
-		return x
-	}
-	// count is a list's length, bounded by the bytes left (every item
-	// takes one at least), so that no length makes a large allocation.
-	count := func() int {
-		n := num()
-		if n > uint64(len(rest)) {
-			bad, rest = true, nil
-			return 0
-		}
-		return int(n)
-	}
-	str := func() string {
-		n := count()
-		s := string(rest[:n])
-		rest = rest[n:]
-		return s
-	}
-	strs := func() []string {
-		n := count()
-		if n == 0 {
-			return nil
-		}
-		ss := make([]string, n)
-		for i := range ss {
-			ss[i] = str()
-		}
-		return ss
-	}
-	cfg := &initConfig{}
-	cfg.Confined = num() == 1
-	cfg.Handled = landlock.Access(num())
-	cfg.Scoped = landlock.Scope(num())
-	cfg.Canary = str()
-	if n := count(); n > 0 {
-		cfg.Rules = make([]landlock.Rule, n)
-		for i := range cfg.Rules {
-			r := &cfg.Rules[i]
-			r.Path = str()
-			f := num()
-			r.Dir, r.View = f&flagDir != 0, f&flagView != 0
-			r.Access = landlock.Access(num())
-			r.Dev, r.Ino = num(), num()
-		}
-	}
-	cfg.Path = str()
-	cfg.Argv = strs()
-	cfg.Env = strs()
-	if num() == 1 {
-		v := &landlock.View{}
-		for _, list := range []*[]string{&v.Private, &v.Hidden, &v.Masked, &v.Fresh, &v.Keep} {
-			*list = strs()
-		}
-		if n := count(); n > 0 {
-			v.Caches = make([]landlock.CacheBind, n)
-			for i := range v.Caches {
-				v.Caches[i] = landlock.CacheBind{Source: str(), Target: str(), Seal: str()}
-			}
-		}
-		cfg.View = v
-	}
-	cfg.Cwd = str()
-	if n := count(); n > 0 {
-		cfg.Binds = make([]landlock.Bind, n)
-		for i := range cfg.Binds {
-			bd := &cfg.Binds[i]
-			bd.Path = str()
-			f := num()
-			bd.Dir, bd.ReadOnly, bd.NoExec = f&flagDir != 0, f&flagReadOnly != 0, f&flagNoExec != 0
-			bd.Dev, bd.Ino = num(), num()
-		}
-	}
-	if bad || len(rest) != 0 {
-		return nil, errConfig
-	}
-	return cfg, nil
 }
 
 // report is every message but "config": those of the init stage, and "go".

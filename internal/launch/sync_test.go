@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -153,4 +154,101 @@ func TestReportRoundTrip(t *testing.T) {
 	if err := got.decode(report{Type: msgStarted, Pid: -1}.encode()); err == nil {
 		t.Errorf("a negative pid decoded as %+v", got)
 	}
+}
+
+// errConfig is a "config" payload that does not decode.
+var errConfig = errors.New("sync: malformed configuration")
+
+// decodeConfig decodes a "config" payload (encode) as initstage.c does:
+// the format's reference, for the round-trip tests. Anything left over,
+// missing or out of range is errConfig.
+func decodeConfig(b []byte) (*initConfig, error) {
+	rest, ok := bytes.CutPrefix(b, []byte(configMagic))
+	if !ok {
+		return nil, fmt.Errorf("sync: expected %q", msgConfig)
+	}
+	bad := false
+	num := func() uint64 {
+		x, n := binary.Uvarint(rest)
+		if n <= 0 {
+			bad, rest = true, nil
+			return 0
+		}
+		rest = rest[n:]
+		return x
+	}
+	// count is a list's length, bounded by the bytes left (every item
+	// takes one at least), so that no length makes a large allocation.
+	count := func() int {
+		n := num()
+		if n > uint64(len(rest)) {
+			bad, rest = true, nil
+			return 0
+		}
+		return int(n)
+	}
+	str := func() string {
+		n := count()
+		s := string(rest[:n])
+		rest = rest[n:]
+		return s
+	}
+	strs := func() []string {
+		n := count()
+		if n == 0 {
+			return nil
+		}
+		ss := make([]string, n)
+		for i := range ss {
+			ss[i] = str()
+		}
+		return ss
+	}
+	cfg := &initConfig{}
+	cfg.Confined = num() == 1
+	cfg.Handled = landlock.Access(num())
+	cfg.Scoped = landlock.Scope(num())
+	cfg.Canary = str()
+	if n := count(); n > 0 {
+		cfg.Rules = make([]landlock.Rule, n)
+		for i := range cfg.Rules {
+			r := &cfg.Rules[i]
+			r.Path = str()
+			f := num()
+			r.Dir, r.View = f&flagDir != 0, f&flagView != 0
+			r.Access = landlock.Access(num())
+			r.Dev, r.Ino = num(), num()
+		}
+	}
+	cfg.Path = str()
+	cfg.Argv = strs()
+	cfg.Env = strs()
+	if num() == 1 {
+		v := &landlock.View{}
+		for _, list := range []*[]string{&v.Private, &v.Hidden, &v.Masked, &v.Fresh, &v.Keep} {
+			*list = strs()
+		}
+		if n := count(); n > 0 {
+			v.Caches = make([]landlock.CacheBind, n)
+			for i := range v.Caches {
+				v.Caches[i] = landlock.CacheBind{Source: str(), Target: str(), Seal: str()}
+			}
+		}
+		cfg.View = v
+	}
+	cfg.Cwd = str()
+	if n := count(); n > 0 {
+		cfg.Binds = make([]landlock.Bind, n)
+		for i := range cfg.Binds {
+			bd := &cfg.Binds[i]
+			bd.Path = str()
+			f := num()
+			bd.Dir, bd.ReadOnly, bd.NoExec = f&flagDir != 0, f&flagReadOnly != 0, f&flagNoExec != 0
+			bd.Dev, bd.Ino = num(), num()
+		}
+	}
+	if bad || len(rest) != 0 {
+		return nil, errConfig
+	}
+	return cfg, nil
 }

@@ -1,0 +1,1211 @@
+// The init stage (DESIGN.md section 5; the sync protocol: sync.go), in C.
+//
+// The launcher's binary runs it when executed as `agent-launcher
+// __agent-launcher-init` by the supervisor: a constructor (initstage_cgo.go)
+// calls al_init_stage before the Go runtime starts, and it never returns.
+// The Go runtime a Go init stage started cost 8-12 ms of every run on the
+// machine this was measured on, and its threads made "only these syscalls
+// from here on" (the seccomp step) hard to promise; this process is
+// single-threaded from its first instruction to the agent's execve.
+//
+// It reads the "config" frame the supervisor sends (initConfig.encode),
+// builds the private view when there is one and stays as the session's
+// PID 1, confines the process that becomes the agent with Landlock, checks
+// the floor with the canary, and reports on the sync socket in the frames
+// report.encode writes. Validation of the configuration (View.Check,
+// ordering) is the supervisor's, which is the same binary; what this file
+// checks is the filesystem, again, at the moment it acts on it.
+
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/capability.h>
+
+#define SYNC_FD 3
+#define MAX_FRAME (64u << 20)
+#define INIT_ARG "__agent-launcher-init"
+#define CONFIG_MAGIC "agent-launcher config 1"  // and its NUL
+
+// System calls a libc of 2022 may not name.
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC O_CLOEXEC
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#endif
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#define AL_MOUNT_ATTR_RDONLY 0x00000001
+#define AL_MOUNT_ATTR_NOSUID 0x00000002
+#define AL_MOUNT_ATTR_NODEV 0x00000004
+#define AL_MOUNT_ATTR_NOEXEC 0x00000008
+#define AL_LANDLOCK_RULE_PATH_BENEATH 1
+
+struct al_mount_attr {
+	uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+struct al_ruleset_attr {
+	uint64_t handled_access_fs, handled_access_net, scoped;
+};
+
+struct al_path_beneath_attr {
+	uint64_t allowed_access;
+	int32_t parent_fd;
+} __attribute__((packed));
+
+// Flags of a rule or a bind in the configuration (sync.go).
+enum { FLAG_DIR = 1, FLAG_VIEW = 2, FLAG_READ_ONLY = 4, FLAG_NO_EXEC = 8 };
+
+struct rule {
+	char *path;
+	uint64_t flags, access, dev, ino;
+};
+
+struct cache_bind {
+	char *source, *target, *seal;
+};
+
+struct list {
+	size_t n;
+	char **s;
+};
+
+struct config {
+	int confined;
+	uint64_t handled, scoped;
+	char *canary;
+	size_t nrules;
+	struct rule *rules;
+	char *path;
+	struct list argv, env;
+	int has_view;
+	struct list private_, hidden, masked, fresh, keep;
+	size_t ncaches;
+	struct cache_bind *caches;
+	char *cwd;
+	size_t nbinds;
+	struct rule *binds; // flags: FLAG_DIR, FLAG_READ_ONLY, FLAG_NO_EXEC
+};
+
+// ---- messages --------------------------------------------------------------
+
+static long long trace_origin;
+
+static long long monotonic(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// trace prints one phase, as launch.Trace does, when the supervisor passed
+// its origin.
+static void trace(const char *what) {
+	if (trace_origin == 0)
+		return;
+	char line[512];
+	int n = snprintf(line, sizeof line, "agent-launcher: trace %8.2f ms  %s\n",
+	                 (double)(monotonic() - trace_origin) / 1e6, what);
+	if (n > 0)
+		(void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+// errstr is errno's message as Go's syscall.Errno prints it (lower case).
+static const char *errstr(int e) {
+	static char buf[128];
+	snprintf(buf, sizeof buf, "%s", strerror(e));
+	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+// send_all writes to the sync socket; a supervisor gone is an error,
+// not a SIGPIPE.
+static int send_all(int fd, const void *p, size_t n) {
+	const char *b = p;
+	while (n > 0) {
+		ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n) {
+	char *b = p;
+	while (n > 0) {
+		ssize_t k = read(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+struct buf {
+	unsigned char *b;
+	size_t n, cap;
+};
+
+static void put(struct buf *w, const void *p, size_t n) {
+	if (w->n + n > w->cap) {
+		size_t cap = (w->cap + n) * 2;
+		unsigned char *b = realloc(w->b, cap);
+		if (b == NULL)
+			_exit(125);
+		w->b = b;
+		w->cap = cap;
+	}
+	memcpy(w->b + w->n, p, n);
+	w->n += n;
+}
+
+static void put_num(struct buf *w, uint64_t x) {
+	unsigned char b[10];
+	size_t n = 0;
+	while (x >= 0x80) {
+		b[n++] = (unsigned char)(x | 0x80);
+		x >>= 7;
+	}
+	b[n++] = (unsigned char)x;
+	put(w, b, n);
+}
+
+static void put_str(struct buf *w, const char *s) {
+	size_t n = strlen(s);
+	put_num(w, n);
+	put(w, s, n);
+}
+
+// report writes one message other than "config" (report.encode).
+static int report(const char *type, const char *msg, uint64_t err, uint64_t rules, uint64_t pid, int view) {
+	struct buf w = {0};
+	unsigned char hdr[4] = {0};
+	put(&w, hdr, 4);
+	put_str(&w, type);
+	put_str(&w, msg);
+	put_num(&w, err);
+	put_num(&w, rules);
+	put_num(&w, pid);
+	put_num(&w, view ? 1 : 0);
+	uint32_t len = (uint32_t)(w.n - 4);
+	w.b[0] = (unsigned char)(len >> 24);
+	w.b[1] = (unsigned char)(len >> 16);
+	w.b[2] = (unsigned char)(len >> 8);
+	w.b[3] = (unsigned char)len;
+	int rc = send_all(SYNC_FD, w.b, w.n);
+	free(w.b);
+	return rc;
+}
+
+// fail reports a failure before the agent started ("error"; view: the
+// private view caused it, and a start without one avoids it) and returns
+// the init stage's exit status.
+static int fail(int view, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int view, const char *format, ...) {
+	char msg[4096];
+	va_list ap;
+	va_start(ap, format);
+	vsnprintf(msg, sizeof msg, format, ap);
+	va_end(ap);
+	report("error", msg, 0, 0, 0, view);
+	return 125;
+}
+
+// An error to pass up: its message, and whether the view caused it.
+struct failure {
+	int view;
+	char msg[4096];
+};
+
+static int failf(struct failure *f, int view, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static int failf(struct failure *f, int view, const char *format, ...) {
+	va_list ap;
+	va_start(ap, format);
+	vsnprintf(f->msg, sizeof f->msg, format, ap);
+	va_end(ap);
+	f->view = view;
+	return -1;
+}
+
+// ---- the configuration -------------------------------------------------------
+
+struct reader {
+	const unsigned char *b;
+	size_t n;
+	int bad;
+};
+
+static uint64_t get_num(struct reader *r) {
+	uint64_t x = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (r->n == 0) {
+			r->bad = 1;
+			return 0;
+		}
+		unsigned char c = *r->b++;
+		r->n--;
+		x |= (uint64_t)(c & 0x7f) << shift;
+		if (!(c & 0x80))
+			return x;
+	}
+	r->bad = 1;
+	return 0;
+}
+
+// get_count reads a length no larger than the bytes left.
+static size_t get_count(struct reader *r) {
+	uint64_t n = get_num(r);
+	if (n > r->n) {
+		r->bad = 1;
+		return 0;
+	}
+	return (size_t)n;
+}
+
+// get_str reads a string; one holding a NUL cannot be a path, an
+// argument or a variable, and is refused.
+static char *get_str(struct reader *r) {
+	size_t n = get_count(r);
+	char *s = malloc(n + 1);
+	if (s == NULL)
+		_exit(125);
+	memcpy(s, r->b, n);
+	s[n] = 0;
+	if (memchr(s, 0, n) != NULL)
+		r->bad = 1;
+	r->b += n;
+	r->n -= n;
+	return s;
+}
+
+// get_list reads a list of strings, NULL-terminated (for execve).
+static struct list get_list(struct reader *r) {
+	struct list l;
+	l.n = get_count(r);
+	l.s = calloc(l.n + 1, sizeof(char *));
+	if (l.s == NULL)
+		_exit(125);
+	for (size_t i = 0; i < l.n && !r->bad; i++)
+		l.s[i] = get_str(r);
+	return l;
+}
+
+static int decode_config(const unsigned char *b, size_t n, struct config *c) {
+	size_t m = sizeof CONFIG_MAGIC; // with its NUL
+	if (n < m || memcmp(b, CONFIG_MAGIC, m) != 0)
+		return -1;
+	struct reader r = {b + m, n - m, 0};
+	memset(c, 0, sizeof *c);
+	c->confined = get_num(&r) == 1;
+	c->handled = get_num(&r);
+	c->scoped = get_num(&r);
+	c->canary = get_str(&r);
+	c->nrules = get_count(&r);
+	c->rules = calloc(c->nrules + 1, sizeof *c->rules);
+	if (c->rules == NULL)
+		_exit(125);
+	for (size_t i = 0; i < c->nrules && !r.bad; i++) {
+		c->rules[i].path = get_str(&r);
+		c->rules[i].flags = get_num(&r);
+		c->rules[i].access = get_num(&r);
+		c->rules[i].dev = get_num(&r);
+		c->rules[i].ino = get_num(&r);
+	}
+	c->path = get_str(&r);
+	c->argv = get_list(&r);
+	c->env = get_list(&r);
+	c->has_view = get_num(&r) == 1;
+	if (c->has_view) {
+		c->private_ = get_list(&r);
+		c->hidden = get_list(&r);
+		c->masked = get_list(&r);
+		c->fresh = get_list(&r);
+		c->keep = get_list(&r);
+		c->ncaches = get_count(&r);
+		c->caches = calloc(c->ncaches + 1, sizeof *c->caches);
+		if (c->caches == NULL)
+			_exit(125);
+		for (size_t i = 0; i < c->ncaches && !r.bad; i++) {
+			c->caches[i].source = get_str(&r);
+			c->caches[i].target = get_str(&r);
+			c->caches[i].seal = get_str(&r);
+		}
+	}
+	c->cwd = get_str(&r);
+	c->nbinds = get_count(&r);
+	c->binds = calloc(c->nbinds + 1, sizeof *c->binds);
+	if (c->binds == NULL)
+		_exit(125);
+	for (size_t i = 0; i < c->nbinds && !r.bad; i++) {
+		c->binds[i].path = get_str(&r);
+		c->binds[i].flags = get_num(&r);
+		c->binds[i].dev = get_num(&r);
+		c->binds[i].ino = get_num(&r);
+	}
+	return r.bad || r.n != 0 ? -1 : 0;
+}
+
+// read_frame reads one frame's payload (malloc'd; NULL on error, with
+// *eof set for a clean end).
+static unsigned char *read_frame(size_t *n, int *eof) {
+	unsigned char hdr[4];
+	*eof = 0;
+	ssize_t k;
+	do
+		k = read(SYNC_FD, hdr, 1);
+	while (k < 0 && errno == EINTR);
+	if (k == 0)
+		*eof = 1;
+	if (k != 1 || read_all(SYNC_FD, hdr + 1, 3) != 0)
+		return NULL;
+	uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 | (uint32_t)hdr[2] << 8 | hdr[3];
+	if (len > MAX_FRAME)
+		return NULL;
+	unsigned char *b = malloc(len + 1);
+	if (b == NULL || read_all(SYNC_FD, b, len) != 0)
+		return NULL;
+	*n = len;
+	return b;
+}
+
+// wait_go waits for the supervisor's "go" (report.encode of type "go").
+static int wait_go(void) {
+	size_t n;
+	int eof;
+	unsigned char *b = read_frame(&n, &eof);
+	if (b == NULL)
+		return -1;
+	struct reader r = {b, n, 0};
+	char *type = get_str(&r);
+	int ok = !r.bad && strcmp(type, "go") == 0;
+	free(type);
+	free(b);
+	return ok ? 0 : -1;
+}
+
+// ---- fds ---------------------------------------------------------------------
+
+// cloexec_from marks every fd from min on close-on-exec:
+// close_range(CLOSE_RANGE_CLOEXEC) where the kernel has it (5.11), else
+// each fd /proc/self/fd lists (Linux 5.10 answers EINVAL).
+static int cloexec_from(int min, struct failure *f) {
+	if (syscall(SYS_close_range, (unsigned)min, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return failf(f, 0, "close_range(CLOEXEC): %s", errstr(errno));
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return failf(f, 0, "listing the open fds: %s", errstr(errno));
+	int dfd = dirfd(d);
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long fd = strtol(e->d_name, &end, 10);
+		if (*end != 0 || e->d_name[0] == 0 || fd < min || fd == dfd)
+			continue;
+		int flags = fcntl((int)fd, F_GETFD);
+		if (flags < 0)
+			continue; // closed since the listing
+		if (fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+			int e2 = errno;
+			closedir(d);
+			return failf(f, 0, "fcntl(%ld, F_SETFD, FD_CLOEXEC): %s", fd, errstr(e2));
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+// ---- Landlock ------------------------------------------------------------------
+
+static int in_devs(uint64_t dev, const uint64_t *devs, size_t ndevs) {
+	for (size_t i = 0; i < ndevs; i++)
+		if (devs[i] == dev)
+			return 1;
+	return 0;
+}
+
+// apply restricts the calling process with the plan's rules and scopes,
+// after setting no_new_privs, as landlock.Apply does: every rule path is
+// opened here with O_PATH|O_NOFOLLOW and refused when it now names another
+// inode than the planner saw (a view rule: an inode of a filesystem the
+// view mounted); a path gone since planning gets no rule. The ruleset
+// handles exactly what the plan says: the supervisor chose the ABI.
+static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, struct failure *f) {
+	struct al_ruleset_attr attr = {c->handled, 0, c->scoped};
+	int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+	if (rfd < 0)
+		return failf(f, 0, "landlock_create_ruleset(handled %#llx, scoped %#llx): %s",
+		             (unsigned long long)c->handled, (unsigned long long)c->scoped, errstr(errno));
+	for (size_t i = 0; i < c->nrules; i++) {
+		const struct rule *r = &c->rules[i];
+		int dir = (r->flags & FLAG_DIR) != 0;
+		int fd = open(r->path, O_PATH | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+		if (fd < 0 && errno == ENOENT)
+			continue; // removed since planning: nothing to grant; what is made there later has no rule
+		if (fd < 0) {
+			int e = errno;
+			close(rfd);
+			return failf(f, 0, "landlock rule for %s: open: %s", r->path, errstr(e));
+		}
+		struct stat st;
+		if (fstat(fd, &st) != 0) {
+			int e = errno;
+			close(fd);
+			close(rfd);
+			return failf(f, 0, "landlock rule for %s: fstat: %s", r->path, errstr(e));
+		}
+		int same = (uint64_t)st.st_dev == r->dev && (uint64_t)st.st_ino == r->ino;
+		if (r->flags & FLAG_VIEW)
+			same = in_devs((uint64_t)st.st_dev, devs, ndevs);
+		if (!same || S_ISDIR(st.st_mode) != dir || S_ISLNK(st.st_mode)) {
+			close(fd);
+			close(rfd);
+			return failf(f, 0, "landlock rule for %s: changed since planning (replaced or renamed); start again", r->path);
+		}
+		struct al_path_beneath_attr pb = {r->access, fd};
+		if (syscall(SYS_landlock_add_rule, rfd, AL_LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0) {
+			int e = errno;
+			close(fd);
+			close(rfd);
+			return failf(f, 0, "landlock rule for %s: landlock_add_rule(%#llx): %s", r->path,
+			             (unsigned long long)r->access, errstr(e));
+		}
+		close(fd);
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		int e = errno;
+		close(rfd);
+		return failf(f, 0, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(e));
+	}
+	if (syscall(SYS_landlock_restrict_self, rfd, 0) != 0) {
+		int e = errno;
+		close(rfd);
+		return failf(f, 0, "landlock_restrict_self: %s", errstr(e));
+	}
+	close(rfd);
+	return 0;
+}
+
+// canary checks that the floor is in force: opening a path the policy
+// denies and no rule reaches must fail with EACCES.
+static int canary(const char *path, struct failure *f) {
+	if (path[0] == 0)
+		return failf(f, 0, "the plan names no canary; refusing to run without checking the floor");
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd >= 0) {
+		close(fd);
+		return failf(f, 0, "the Landlock floor is not in force: the canary %s, which the policy denies, opened after restriction; refusing to run", path);
+	}
+	if (errno != EACCES)
+		return failf(f, 0, "the canary %s could not be checked (%s, not EACCES); refusing to run", path, errstr(errno));
+	return 0;
+}
+
+// drop_privileges leaves the process that becomes the agent without
+// capabilities and unable to regain any: an emptied bounding set,
+// securebits that make root ordinary and are locked, no ambient
+// capabilities, nothing effective, permitted or inheritable; and
+// undumpable (review finding 17).
+static int drop_privileges(struct failure *f) {
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return failf(f, 0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+		return failf(f, 0, "init stage: prctl(PR_CAP_AMBIENT_CLEAR_ALL): %s", errstr(errno));
+	for (int cap = 0; cap <= 63; cap++) {
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+			if (errno == EINVAL)
+				break; // past the kernel's last capability
+			return failf(f, 0, "init stage: prctl(PR_CAPBSET_DROP, %d): %s", cap, errstr(errno));
+		}
+	}
+	// SECBIT_NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE set and
+	// locked, KEEP_CAPS locked off (capabilities(7), "securebits").
+	unsigned long bits = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 5 | 1 << 6 | 1 << 7;
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
+		return failf(f, 0, "init stage: prctl(PR_SET_SECUREBITS): %s", errstr(errno));
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	memset(data, 0, sizeof data);
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		return failf(f, 0, "init stage: capset(0): %s", errstr(errno));
+	return 0;
+}
+
+// check_privileges asserts what the agent inherits: no_new_privs set and
+// no capability effective or permitted.
+static int check_privileges(struct failure *f) {
+	int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+	if (nnp != 1)
+		return failf(f, 0, "init stage: no_new_privs is not set (%d); refusing to run", nnp);
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return failf(f, 0, "init stage: capget: %s", errstr(errno));
+	for (int i = 0; i < 2; i++)
+		if (data[i].effective != 0 || data[i].permitted != 0)
+			return failf(f, 0, "init stage: the init stage still holds capabilities (effective %#x, permitted %#x); refusing to run",
+			             data[i].effective, data[i].permitted);
+	return 0;
+}
+
+// confine runs steps 4-7 of the sync protocol in the calling process:
+// Landlock (devs: the view's filesystems, for its rules), no_new_privs,
+// with a view no capability left; the assertions and the canary; then
+// "ready", and the supervisor's "go". It returns 0 when the agent may
+// start, else the exit status (the failure reported).
+static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, int drop_caps) {
+	struct failure f;
+	if (c->confined) {
+		if (apply(c, devs, ndevs, &f) != 0)
+			return fail(f.view, "%s", f.msg);
+	} else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+		return fail(0, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(errno));
+	}
+	if (drop_caps && (drop_privileges(&f) != 0 || check_privileges(&f) != 0))
+		return fail(f.view, "%s", f.msg);
+	trace("init stage: Landlock in force");
+	if (c->confined && canary(c->canary, &f) != 0)
+		return fail(f.view, "%s", f.msg);
+	if (report("ready", "", 0, c->confined ? c->nrules : 0, 0, 0) != 0)
+		return 125;
+	if (wait_go() != 0)
+		return 125; // the supervisor gave up; it reports why
+	return 0;
+}
+
+// exec_failed reports a failed execve of the agent and returns the exit
+// status: 127 when the program does not exist, else 126.
+static int exec_failed(int e) {
+	report("exec-error", errstr(e), (uint64_t)e, 0, 0, 0);
+	return e == ENOENT ? 127 : 126;
+}
+
+// ---- the private view ------------------------------------------------------------
+
+static char *xstrdup(const char *s) {
+	char *d = strdup(s);
+	if (d == NULL)
+		_exit(125);
+	return d;
+}
+
+static char *fmt_path(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_path(const char *format, ...) {
+	va_list ap;
+	va_start(ap, format);
+	char *s = NULL;
+	if (vasprintf(&s, format, ap) < 0)
+		_exit(125);
+	va_end(ap);
+	return s;
+}
+
+// mkdir_all makes dir and its missing parents (mode 0755), as
+// os.MkdirAll does: an existing directory is fine, anything else is not.
+static int mkdir_all(const char *dir) {
+	struct stat st;
+	if (stat(dir, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+	char *p = xstrdup(dir);
+	char *slash = strrchr(p, '/');
+	if (slash != NULL && slash != p) {
+		*slash = 0;
+		if (mkdir_all(p) != 0) {
+			free(p);
+			return -1;
+		}
+	}
+	free(p);
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -1;
+	if (stat(dir, &st) != 0)
+		return -1;
+	return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
+}
+
+static char *parent_of(const char *path) {
+	char *p = xstrdup(path);
+	char *slash = strrchr(p, '/');
+	if (slash == p)
+		slash[1] = 0;
+	else if (slash != NULL)
+		*slash = 0;
+	return p;
+}
+
+struct devs {
+	uint64_t *d;
+	size_t n;
+};
+
+// add_dev adds the device of the filesystem just mounted at path.
+static int add_dev(struct devs *ds, const char *path, struct failure *f) {
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return failf(f, 0, "view: %s: %s", path, errstr(errno));
+	uint64_t *d = realloc(ds->d, (ds->n + 1) * sizeof *d);
+	if (d == NULL)
+		_exit(125);
+	ds->d = d;
+	ds->d[ds->n++] = (uint64_t)st.st_dev;
+	return 0;
+}
+
+// below returns p relative to dir ("" for dir itself) when p is dir or
+// lies below it, else NULL.
+static const char *below(const char *p, const char *dir) {
+	size_t n = strlen(dir);
+	if (strcmp(p, dir) == 0)
+		return "";
+	if (strcmp(dir, "/") == 0)
+		return p[0] == '/' ? p + 1 : NULL;
+	if (strncmp(p, dir, n) == 0 && p[n] == '/')
+		return p + n + 1;
+	return NULL;
+}
+
+static char *join_rel(const char *dir, const char *rel) {
+	if (rel[0] == 0)
+		return xstrdup(dir);
+	if (strcmp(dir, "/") == 0)
+		return fmt_path("/%s", rel);
+	return fmt_path("%s/%s", dir, rel);
+}
+
+struct mount {
+	uint64_t id;
+	char *device, *root, *point;
+};
+
+struct table {
+	struct mount *m;
+	size_t n;
+	int read;
+};
+
+// unescape undoes mountinfo's octal escapes (\040 for a space) in place.
+static void unescape(char *s) {
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' && r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') << 6 | (r[2] - '0') << 3 | (r[3] - '0'));
+			r += 3;
+			continue;
+		}
+		*w++ = *r;
+	}
+	*w = 0;
+}
+
+// read_table reads the calling thread's mount table
+// (/proc/thread-self/mountinfo), as landlock.ParseMountinfo does.
+static int read_table(struct table *t, const char *path, struct failure *f) {
+	int fd = open("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return failf(f, 0, "view: protecting %s: %s", path, errstr(errno));
+	struct buf w = {0};
+	char chunk[65536];
+	for (;;) {
+		ssize_t k = read(fd, chunk, sizeof chunk);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			close(fd);
+			return failf(f, 0, "view: protecting %s: reading the mount table: %s", path, errstr(e));
+		}
+		if (k == 0)
+			break;
+		put(&w, chunk, (size_t)k);
+	}
+	close(fd);
+	put(&w, "", 1);
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->m[i].device);
+		free(t->m[i].root);
+		free(t->m[i].point);
+	}
+	t->n = 0;
+	char *save = NULL;
+	size_t line = 0;
+	for (char *l = strtok_r((char *)w.b, "\n", &save); l != NULL; l = strtok_r(NULL, "\n", &save)) {
+		line++;
+		char *fs[5], *fsave = NULL;
+		int nf = 0;
+		for (char *x = strtok_r(l, " ", &fsave); x != NULL && nf < 5; x = strtok_r(NULL, " ", &fsave))
+			fs[nf++] = x;
+		char *end = NULL;
+		unsigned long long id = nf < 5 ? 0 : strtoull(fs[0], &end, 10);
+		if (nf < 5 || *end != 0) {
+			free(w.b);
+			return failf(f, 0, "view: protecting %s: mountinfo line %zu: malformed", path, line);
+		}
+		struct mount *m = realloc(t->m, (t->n + 1) * sizeof *m);
+		if (m == NULL)
+			_exit(125);
+		t->m = m;
+		unescape(fs[3]);
+		unescape(fs[4]);
+		t->m[t->n++] = (struct mount){id, xstrdup(fs[2]), xstrdup(fs[3]), xstrdup(fs[4])};
+	}
+	free(w.b);
+	t->read = 1;
+	return 0;
+}
+
+static int mnt_id(int fd, uint64_t *id) {
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) != 0)
+		return -1;
+	*id = sx.stx_mnt_id;
+	return 0;
+}
+
+// open_checked opens path as an O_PATH handle, without following a final
+// symlink, and checks that it is b's inode, of b's type.
+static int open_checked(const char *path, const struct rule *b, struct failure *f) {
+	int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return failf(f, 0, "view: protecting %s: %s", path, errstr(errno));
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return failf(f, 0, "view: protecting %s: %s", path, errstr(e));
+	}
+	int dir = (b->flags & FLAG_DIR) != 0;
+	if ((uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
+		close(fd);
+		return failf(f, 0, "view: %s was replaced after the floor was planned; start the session again", path);
+	}
+	return fd;
+}
+
+// mount_over mounts place over itself with b's attributes: a detached
+// clone of it (open_tree), its attributes set before it is attached
+// (mount_setattr), then moved onto the very inode it came from
+// (move_mount), which is checked again through the new mount.
+static int mount_over(const char *place, const struct rule *b, struct failure *f) {
+	int fd = open_checked(place, b, f);
+	if (fd < 0)
+		return -1;
+	int tree = (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0) {
+		int e = errno;
+		close(fd);
+		return failf(f, 1, "protecting %s: open_tree: %s", place, errstr(e));
+	}
+	struct al_mount_attr attr = {AL_MOUNT_ATTR_NOSUID | AL_MOUNT_ATTR_NODEV, 0, 0, 0};
+	if (b->flags & FLAG_READ_ONLY)
+		attr.attr_set |= AL_MOUNT_ATTR_RDONLY;
+	if (b->flags & FLAG_NO_EXEC)
+		attr.attr_set |= AL_MOUNT_ATTR_NOEXEC;
+	int rc = -1;
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+		failf(f, 1, "protecting %s: mount_setattr: %s", place, errstr(errno));
+		goto out;
+	}
+	if (syscall(SYS_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
+		failf(f, 1, "protecting %s: move_mount: %s", place, errstr(errno));
+		goto out;
+	}
+	int top = open_checked(place, b, f);
+	if (top < 0)
+		goto out;
+	uint64_t under, over;
+	struct statfs sfs;
+	if (mnt_id(fd, &under) != 0 || mnt_id(top, &over) != 0)
+		failf(f, 0, "view: protecting %s: statx: %s", place, errstr(errno));
+	else if (under == over)
+		failf(f, 0, "view: protecting %s: the mount over it did not take", place);
+	else if (fstatfs(top, &sfs) != 0)
+		failf(f, 0, "view: protecting %s: %s", place, errstr(errno));
+	else if ((b->flags & FLAG_READ_ONLY) && !(sfs.f_flags & ST_RDONLY))
+		failf(f, 0, "view: protecting %s: the mount over it is not read-only", place);
+	else
+		rc = 0;
+	close(top);
+out:
+	close(tree);
+	close(fd);
+	return rc;
+}
+
+// protect enforces one integrity carve-out: b's path mounted over itself,
+// read-only or as a plain pin, at every place a mount of the session's
+// namespace exposes it (the mounts of the same filesystem whose root lies
+// at or above it, where that place resolves to the same inode now).
+// Binds come sorted by path (the supervisor's), parents first: a pinned
+// .git is itself a mount that exposes .git/config.
+static int protect(const struct rule *b, struct table *t, struct failure *f) {
+	int fd = open_checked(b->path, b, f);
+	if (fd < 0)
+		return -1;
+	uint64_t id;
+	if (mnt_id(fd, &id) != 0) {
+		int e = errno;
+		close(fd);
+		return failf(f, 0, "view: protecting %s: statx: %s", b->path, errstr(e));
+	}
+	close(fd);
+	// The table is read again when it lacks the mount the path was opened
+	// through (one made since, such as a pin above it).
+	struct mount *home = NULL;
+	for (int pass = 0; pass < 2 && home == NULL; pass++) {
+		if ((pass == 1 || !t->read) && read_table(t, b->path, f) != 0)
+			return -1;
+		for (size_t i = 0; i < t->n; i++)
+			if (t->m[i].id == id)
+				home = &t->m[i];
+	}
+	if (home == NULL)
+		return failf(f, 0, "view: protecting %s: its mount %llu is not in the mount table", b->path, (unsigned long long)id);
+	const char *rel = below(b->path, home->point);
+	if (rel == NULL)
+		return failf(f, 0, "view: protecting %s: it does not lie below its mount point %s", b->path, home->point);
+	char *in_fs = join_rel(home->root, rel);
+	char *device = xstrdup(home->device);
+	size_t nplaces = 1;
+	char **places = calloc(t->n + 1, sizeof(char *));
+	if (places == NULL)
+		_exit(125);
+	places[0] = xstrdup(b->path);
+	for (size_t i = 0; i < t->n; i++) {
+		if (strcmp(t->m[i].device, device) != 0)
+			continue;
+		const char *r = below(in_fs, t->m[i].root);
+		if (r == NULL)
+			continue;
+		char *place = join_rel(t->m[i].point, r);
+		int seen = 0;
+		for (size_t k = 0; k < nplaces; k++)
+			seen |= strcmp(places[k], place) == 0;
+		struct stat st;
+		if (seen || lstat(place, &st) != 0 || (uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino) {
+			free(place);
+			continue;
+		}
+		places[nplaces++] = place;
+	}
+	int rc = 0;
+	for (size_t k = 0; k < nplaces && rc == 0; k++)
+		rc = mount_over(places[k], b, f);
+	for (size_t k = 0; k < nplaces; k++)
+		free(places[k]);
+	free(places);
+	free(in_fs);
+	free(device);
+	return rc;
+}
+
+static int strictly_inside(const char *p, const char *dir) {
+	size_t n = strlen(dir);
+	return strncmp(p, dir, n) == 0 && p[n] == '/';
+}
+
+// build_view builds the session's private view in the init stage's own
+// user, mount and PID namespaces (DESIGN.md section 7), as view_linux.go
+// did, and returns the devices of the filesystems it mounted, whose inodes
+// the plan's view rules name. Mounts are impossible after Landlock, so
+// this comes first. A refusal by the kernel is a failure with view set:
+// a start without the view avoids it.
+static int build_view(const struct config *c, struct devs *ds, struct failure *f) {
+	// The host's later mounts must not propagate in (review finding 3).
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		return failf(f, 1, "mount(/, MS_REC|MS_PRIVATE): %s", errstr(errno));
+	// Handles on the kept paths before their parents are covered. A kept
+	// path inside another kept one comes with it.
+	int *keep_fd = calloc(c->keep.n + 1, sizeof(int));
+	int *keep_dir = calloc(c->keep.n + 1, sizeof(int));
+	if (keep_fd == NULL || keep_dir == NULL)
+		_exit(125);
+	for (size_t i = 0; i < c->keep.n; i++) {
+		keep_fd[i] = -1;
+		int inner = 0;
+		for (size_t j = 0; j < c->keep.n; j++)
+			inner |= j != i && strictly_inside(c->keep.s[i], c->keep.s[j]);
+		if (inner)
+			continue;
+		int fd = open(c->keep.s[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT)
+			continue; // gone since planning: the plan's rules for it are skipped too
+		if (fd < 0)
+			return failf(f, 0, "view: opening %s to keep it: %s", c->keep.s[i], errstr(errno));
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			return failf(f, 0, "view: %s: %s", c->keep.s[i], errstr(errno));
+		keep_fd[i] = fd;
+		keep_dir[i] = S_ISDIR(st.st_mode);
+	}
+	for (size_t i = 0; i < c->private_.n + c->hidden.n; i++) {
+		int private_ = i < c->private_.n;
+		const char *d = private_ ? c->private_.s[i] : c->hidden.s[i - c->private_.n];
+		if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, private_ ? "mode=1777" : "mode=0755") != 0)
+			return failf(f, 1, "mounting a private tmpfs on %s: %s", d, errstr(errno));
+		if (add_dev(ds, d, f) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < c->keep.n; i++) {
+		if (keep_fd[i] < 0)
+			continue;
+		const char *k = c->keep.s[i];
+		char *parent = parent_of(k);
+		if (mkdir_all(parent) != 0)
+			return failf(f, 0, "view: making the way to %s: %s", k, errstr(errno));
+		free(parent);
+		int rc;
+		if (keep_dir[i]) {
+			rc = mkdir(k, 0755);
+		} else {
+			int fd = open(k, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+			rc = fd < 0 ? -1 : close(fd);
+		}
+		if (rc != 0)
+			return failf(f, 0, "view: a mount point for %s: %s", k, errstr(errno));
+		char src[64];
+		snprintf(src, sizeof src, "/proc/self/fd/%d", keep_fd[i]);
+		if (mount(src, k, NULL, MS_BIND | MS_REC, NULL) != 0)
+			return failf(f, 1, "binding %s back into the view: %s", k, errstr(errno));
+		close(keep_fd[i]);
+	}
+	free(keep_fd);
+	free(keep_dir);
+	// The agent's caches, each bound at its target, then each seal covered
+	// with an empty, read-only tmpfs (cache_linux.go did this).
+	for (size_t i = 0; i < c->ncaches; i++) {
+		const struct cache_bind *b = &c->caches[i];
+		int fd = open(b->source, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) // made before planning: gone or replaced since, the plan is stale
+			return failf(f, 0, "view: opening the cache %s to bind it: %s", b->source, errstr(errno));
+		char *parent = parent_of(b->target);
+		if (mkdir_all(parent) != 0 || mkdir(b->target, 0700) != 0)
+			return failf(f, 0, "view: a mount point for %s: %s", b->target, errstr(errno));
+		free(parent);
+		char src[64];
+		snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
+		if (mount(src, b->target, NULL, MS_BIND, NULL) != 0)
+			return failf(f, 1, "binding the cache %s at %s: %s", b->source, b->target, errstr(errno));
+		close(fd);
+	}
+	for (size_t i = 0; i < c->ncaches; i++) {
+		int seen = 0;
+		for (size_t j = 0; j < i; j++)
+			seen |= strcmp(c->caches[j].seal, c->caches[i].seal) == 0;
+		if (seen)
+			continue;
+		if (mount("tmpfs", c->caches[i].seal, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000") != 0)
+			return failf(f, 1, "sealing %s: %s", c->caches[i].seal, errstr(errno));
+		if (add_dev(ds, c->caches[i].seal, f) != 0)
+			return -1;
+	}
+	for (size_t i = 0; i < c->masked.n; i++)
+		if (mount("/dev/null", c->masked.s[i], NULL, MS_BIND, NULL) != 0 && errno != ENOENT)
+			return failf(f, 1, "masking %s: %s", c->masked.s[i], errstr(errno));
+	struct table t = {0};
+	for (size_t i = 0; i < c->nbinds; i++)
+		if (protect(&c->binds[i], &t, f) != 0)
+			return -1;
+	for (size_t i = 0; i < c->fresh.n; i++) {
+		if (strcmp(c->fresh.s[i], "/proc") != 0)
+			return failf(f, 0, "view: no fresh instance of %s is known", c->fresh.s[i]);
+		// The PID namespace's own /proc: no outside process is in it
+		// (review finding 14).
+		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+			return failf(f, 1, "mounting a fresh /proc: %s", errstr(errno));
+		if (add_dev(ds, "/proc", f) != 0)
+			return -1;
+	}
+	// The working directory, re-resolved in the view: the old one may lie
+	// under a covered directory (review finding 6). Root in the session's
+	// user namespace has no rights over owners it does not map (a root
+	// operator in another user's directory): a start without the view
+	// avoids it.
+	if (c->cwd[0] != 0 && chdir(c->cwd) != 0)
+		return failf(f, 1, "entering the working directory %s in the view: %s", c->cwd, errstr(errno));
+	return 0;
+}
+
+// ---- PID 1 -----------------------------------------------------------------
+
+// pid1 is the init stage with a private view (steps 3-7 of the sync
+// protocol): it builds the view, then forks the process that confines
+// itself (Landlock, no capabilities) and becomes the agent. PID 1 itself
+// stays outside the agent's Landlock domain and undumpable, so that the
+// scopes and the ptrace rules keep the agent from signalling, tracing or
+// reading it. It reaps, passes TERM, USR1 and USR2 on to the agent (the
+// supervisor sends the terminal's signals to the whole process group,
+// which reaches the agent directly) and exits with the agent's status,
+// 128+N when signal N killed it, which ends every process of the session.
+static int pid1(const struct config *c) {
+	// PID 1 never execs: what it holds beyond stdio and the socket it
+	// closes now, not at an execve.
+	if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) != 0)
+		return fail(0, "init stage: close_range: %s", errstr(errno));
+	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
+	trace("init stage: configuration read");
+	struct devs ds = {0};
+	struct failure f;
+	if (build_view(c, &ds, &f) != 0)
+		return fail(f.view, "init stage: private view: %s", f.msg);
+	trace("init stage: private view built");
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return fail(0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
+	// From here the supervisor's signals are PID 1's to handle.
+	sigset_t set, old;
+	sigemptyset(&set);
+	int sigs[] = {SIGCHLD, SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	pid_t agent = fork();
+	if (agent < 0)
+		return fail(0, "init stage: fork: %s", errstr(errno));
+	if (agent == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		int code = confine(c, ds.d, ds.n, 1);
+		if (code != 0)
+			_exit(code);
+		execve(c->path, c->argv.s, c->env.s);
+		_exit(exec_failed(errno));
+	}
+	// The agent's process reports from here (its end of the socket closes
+	// at its execve: the supervisor's "started").
+	close(SYNC_FD);
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&set, &si);
+		if (sig < 0)
+			continue; // EINTR
+		switch (sig) {
+		case SIGCHLD:
+			for (;;) {
+				int status;
+				pid_t p = waitpid(-1, &status, WNOHANG);
+				if (p <= 0)
+					break;
+				if (p != agent)
+					continue; // an orphan the namespace gave to PID 1
+				if (WIFSIGNALED(status))
+					return 128 + WTERMSIG(status);
+				return WEXITSTATUS(status);
+			}
+			break;
+		case SIGTERM:
+		case SIGUSR1:
+		case SIGUSR2:
+			kill(agent, sig);
+			break;
+		}
+	}
+}
+
+// ---- the entry ------------------------------------------------------------------
+
+static int init_stage(char **envp) {
+	for (char **e = envp; e != NULL && *e != NULL; e++) {
+		if (strncmp(*e, "AGENT_LAUNCHER_TRACE=", 21) == 0) {
+			long long n = strtoll(*e + 21, NULL, 10);
+			trace_origin = n > 1 ? n : 0;
+		}
+	}
+	trace("init stage: running");
+	struct stat st;
+	if (fstat(SYNC_FD, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+		static const char msg[] = "agent-launcher: " INIT_ARG " is the launcher's internal init stage; use `agent-launcher run`\n";
+		(void)!write(2, msg, sizeof msg - 1);
+		return 125;
+	}
+	size_t n;
+	int eof;
+	unsigned char *b = read_frame(&n, &eof);
+	if (b == NULL)
+		return fail(0, "init stage: reading the configuration: %s", eof ? "end of stream" : "malformed frame");
+	struct config c;
+	if (decode_config(b, n, &c) != 0)
+		return fail(0, "init stage: reading the configuration: sync: malformed configuration");
+	free(b);
+	// Stray fds: everything beyond stdio closes at execve, including the
+	// socket and whatever the supervisor inherited and passed on.
+	struct failure f;
+	if (cloexec_from(SYNC_FD, &f) != 0)
+		return fail(0, "init stage: %s", f.msg);
+	if (c.has_view)
+		return pid1(&c);
+	int code = confine(&c, NULL, 0, 0);
+	if (code != 0)
+		return code;
+	execve(c.path, c.argv.s, c.env.s);
+	return exec_failed(errno);
+}
+
+// al_init_stage runs the init stage and exits when the process was
+// started as one (argv[1] is the init argument); otherwise it returns at
+// once and the program starts as usual.
+void al_init_stage(int argc, char **argv, char **envp) {
+	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0)
+		return;
+	_exit(init_stage(envp));
+}
