@@ -141,16 +141,51 @@ func TestNoTerminalInjection(t *testing.T) {
 		t.Errorf("TIOCSTI from the confined agent left %d bytes in the operator's terminal", queued)
 	}
 	// The agent's session is a new one: its own, or, with a private view,
-	// that of the init stage, its parent and the session's PID 1; either
-	// way not the operator's.
+	// that of the init stage, whose leader (the launcher's child, outside
+	// the session's PID namespace) the agent sees as 0; either way not the
+	// operator's. Seen from inside first, then from the host.
 	r := run(launcher, "run", "--config", config, "--workspace", ws, "--", agent, "pid")
 	f := strings.Fields(r.line())
 	if r.code != 0 || len(f) < 5 {
 		t.Fatalf("pid inside: %s", r)
 	}
 	pid, ppid, sid := strings.TrimPrefix(f[1], "pid="), strings.TrimPrefix(f[2], "ppid="), strings.TrimPrefix(f[3], "sid=")
-	if sid != pid && !(ppid == "1" && sid == "1") {
+	if sid != pid && !(ppid == "1" && sid == "0") {
 		t.Errorf("the agent is in neither its own session nor the init stage's: %s", r)
+	}
+	const marker = "7.2345"
+	cmd := exec.Command(launcher, "run", "--config", config, "--workspace", ws, "--", "/bin/sleep", marker)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	hostPID := 0
+	for i := 0; i < 500 && hostPID == 0; i++ {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == "/bin/sleep\x00"+marker+"\x00" {
+				hostPID, _ = strconv.Atoi(e.Name())
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if hostPID == 0 {
+		t.Fatal("the confined sleep never showed on the host")
+	}
+	stat := func(pid int) []string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:])) // state ppid pgrp session ...
+	}
+	agentSID, _ := strconv.Atoi(stat(hostPID)[3])
+	mine, _ := unix.Getsid(0)
+	if agentSID == mine || agentSID == 0 {
+		t.Errorf("seen from the host, the agent's session is %d, the operator's is %d", agentSID, mine)
+	}
+	if leaderParent, _ := strconv.Atoi(stat(agentSID)[1]); leaderParent != cmd.Process.Pid {
+		t.Errorf("the agent's session leader %d is not the launcher's child (its parent is %d, the launcher %d)", agentSID, leaderParent, cmd.Process.Pid)
 	}
 }
 

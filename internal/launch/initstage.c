@@ -1162,6 +1162,83 @@ static int pid1(const struct config *c) {
 	}
 }
 
+// ---- the namespaces ----------------------------------------------------------
+
+// write_file writes s to path, which must take it whole.
+static int write_file(const char *path, const char *s) {
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t n = strlen(s);
+	ssize_t k = write(fd, s, n);
+	int e = errno;
+	close(fd);
+	errno = e;
+	return k == (ssize_t)n ? 0 : -1;
+}
+
+// refused says whether errno means the system does not allow the
+// namespaces (user namespaces off or limited, a security module's veto),
+// which a start without the view avoids, as opposed to any other failure.
+static int refused(int e) {
+	return e == EPERM || e == EACCES || e == EINVAL || e == ENOSPC || e == EUSERS;
+}
+
+// with_namespaces is the init stage with a private view: it makes new
+// user, mount and PID namespaces itself, maps its own ids 1:1 (never 0 for
+// an operator who is not root; an unprivileged process may map only its
+// own ids, with setgroups denied), and forks the session's PID 1, which
+// builds the view (pid1). The supervisor started this process with a
+// plain vfork: a clone into new namespaces of its own would have copied
+// the supervisor's whole address space (a full fork, 4-8 ms here, and a
+// copy-on-write fault on every page it wrote afterwards). This process
+// stays the supervisor's child: it passes TERM, USR1 and USR2 on to PID 1
+// and exits with PID 1's status (128+N when signal N killed it); the
+// terminal's signals reach the session's process group directly.
+static int with_namespaces(const struct config *c) {
+	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
+	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
+	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0)
+		return fail(refused(errno), "creating the session's namespaces: unshare: %s", errstr(errno));
+	char map[64];
+	if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT)
+		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/setgroups: %s", errstr(errno));
+	snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+	if (write_file("/proc/self/uid_map", map) != 0)
+		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/uid_map: %s", errstr(errno));
+	snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+	if (write_file("/proc/self/gid_map", map) != 0)
+		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/gid_map: %s", errstr(errno));
+	sigset_t set, old;
+	sigemptyset(&set);
+	int sigs[] = {SIGCHLD, SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	pid_t child = fork();
+	if (child < 0)
+		return fail(refused(errno), "creating the session's PID namespace: fork: %s", errstr(errno));
+	if (child == 0) {
+		// PID 1 dies with this process, which dies with the supervisor.
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return pid1(c);
+	}
+	close(SYNC_FD); // PID 1 and the agent report from here
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&set, &si);
+		if (sig == SIGCHLD) {
+			int status;
+			pid_t p = waitpid(child, &status, WNOHANG);
+			if (p == child)
+				return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+		} else if (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
+			kill(child, sig);
+		}
+	}
+}
+
 // ---- the entry ------------------------------------------------------------------
 
 static int init_stage(char **envp) {
@@ -1193,7 +1270,7 @@ static int init_stage(char **envp) {
 	if (cloexec_from(SYNC_FD, &f) != 0)
 		return fail(0, "init stage: %s", f.msg);
 	if (c.has_view)
-		return pid1(&c);
+		return with_namespaces(&c);
 	int code = confine(&c, NULL, 0, 0);
 	if (code != 0)
 		return code;

@@ -409,23 +409,6 @@ func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = files[0], files[1], files[2]
 		cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, ctty
 	}
-	if s.View != nil {
-		uid, gid := os.Getuid(), os.Getgid()
-		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID
-		// 1:1: the operator's own ids, never 0 for a non-root operator
-		// (review finding 17); os/exec writes the maps before the child
-		// runs. An unprivileged user may write gid_map only with
-		// setgroups denied.
-		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
-		// An operator who is not root has no capability left after the
-		// execve of the init stage unless they are ambient: the mounts
-		// of the view need CAP_SYS_ADMIN in the session's user namespace,
-		// emptying the bounding set CAP_SETPCAP. The init stage drops
-		// every capability before the agent starts.
-		cmd.SysProcAttr.AmbientCaps = []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP}
-	}
 	return cmd
 }
 
