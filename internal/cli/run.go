@@ -50,12 +50,10 @@ func (c *command) run(args []string) int {
 	// init stage starts once the floor is planned, or as work of tens of
 	// milliseconds begins that its start-up can run beside: compiling
 	// automata the load did not keep, planning a floor not kept. Started
-	// beside the kept plan's few milliseconds (after the load, as the
-	// fourth and fifth passes did), its fork of the supervisor and its Go
-	// runtime slowed that work by more than they overlapped: 3 ms in the
-	// median of 12 interleaved rounds (docs/design-amendments.md).
-	// Whatever stops run before the agent starts kills it (Abort;
-	// Pdeathsig besides).
+	// earlier, beside the kept plan's few milliseconds, it gained nothing
+	// (docs/design-amendments.md, the sixth and seventh passes). Whatever
+	// stops run before the agent starts kills it (Abort; Pdeathsig
+	// besides).
 	var pending *launch.Pending
 	startInit := func() {
 		if pending == nil && kerr == nil && landlock.RunSupported(k) == nil {

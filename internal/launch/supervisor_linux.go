@@ -91,9 +91,8 @@ func Run(ctx context.Context, s Session) (int, error) {
 }
 
 // Pending is an init stage started ahead of its configuration (step 1 of
-// the sync protocol), waiting for it. Started before the policy is loaded
-// and planned, its own start-up (a fork, an execve and a Go runtime in new
-// namespaces) runs beside that work instead of after it. Exactly one of
+// the sync protocol), waiting for it: its own start-up (a vfork, an
+// execve, its namespaces) runs beside the caller's work. Exactly one of
 // Run and Abort ends it.
 type Pending struct {
 	view      bool
@@ -175,7 +174,7 @@ func Start(s Session) (*Pending, error) {
 	return p, nil
 }
 
-// start starts the init stage (os/exec's fork and execve, from a locked
+// start starts the init stage (os/exec's vfork and execve, from a locked
 // thread) with child as its end of the sync socket.
 func (p *Pending) start(s Session, child *os.File) error {
 	newCmd := func() *exec.Cmd { return initCmd(s, child, p.pty) }

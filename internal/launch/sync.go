@@ -1,6 +1,11 @@
 // Package launch starts a confined agent: the supervisor side of `run`, and
 // the init stage, the launcher's own binary re-executed to restrict itself
-// and exec the agent (DESIGN.md section 5).
+// and exec the agent (DESIGN.md section 5). The init stage is C
+// (initstage.c), run by a constructor before the Go runtime starts
+// (initstage_cgo.go): a process without a Go runtime starts in a
+// millisecond instead of eight here, is single-threaded until the agent's
+// execve, and can make the session's namespaces itself, so the supervisor
+// starts it with a vfork instead of a copy of its whole address space.
 //
 // # The sync protocol
 //
@@ -10,32 +15,39 @@
 // (configMagic, then its fields), every other one as report.encode does
 // (its type, then its fields). In order:
 //
-//	step  supervisor                          init stage
+//	step  supervisor                          init stage (initstage.c)
 //	----  ----------------------------------  -------------------------------------------
-//	 1    start the init stage: /proc/self/exe
-//	      InitArg, fd 3 = socket, setsid,
-//	      Pdeathsig SIGKILL, from a locked
-//	      OS thread that outlives it; with a
-//	      view, in new user, mount and PID
-//	      namespaces, uid and gid mapped 1:1
-//	      (os/exec writes the maps); without
-//	      one, as a child subreaper, and in a
-//	      cgroup of its own (clone3 with
+//	 1    start the init stage (vfork):
+//	      /proc/self/exe InitArg, fd 3 =
+//	      socket, setsid, Pdeathsig SIGKILL,
+//	      from a locked OS thread that
+//	      outlives it; without a view, as a
+//	      child subreaper, and in a cgroup of
+//	      its own (clone3 with
 //	      CLONE_INTO_CGROUP) where it can
 //	      make one (cgroup_linux.go)
-//	 2    -> "config" (plan, view, argv, env) lock the OS thread; mark every fd but 0-2
-//	                                          close-on-exec; with a view, start the
-//	                                          thread of step 4 (it waits for the view)
-//	 3                                        with a view: build it (view_linux.go):
-//	                                          MS_REC|MS_PRIVATE on /, private tmpfs,
-//	                                          kept paths bound back, sockets hidden,
-//	                                          the agent's cache bound at its target and
-//	                                          the caches directory sealed,
-//	                                          protected paths mounted over themselves
-//	                                          (read-only or pinned) at every place a
-//	                                          mount exposes them, a fresh /proc, the
-//	                                          cwd entered again; mounts are
-//	                                          impossible after Landlock
+//	 2    -> "config" (plan, view, argv, env; mark every fd but 0-2 close-on-exec
+//	      the view checked, the binds sorted
+//	      by path)
+//	 3                                        with a view: unshare new user, mount and
+//	                                          PID namespaces, map its own uid and gid
+//	                                          1:1 (setgroups denied), fork PID 1 and
+//	                                          stay as its parent (pass TERM, USR1,
+//	                                          USR2 on; exit with its status). PID 1
+//	                                          builds the view: MS_REC|MS_PRIVATE on /,
+//	                                          private tmpfs, kept paths bound back,
+//	                                          sockets hidden, the agent's cache bound at
+//	                                          its target and the caches directory
+//	                                          sealed, protected paths mounted over
+//	                                          themselves (read-only or pinned) at every
+//	                                          place a mount exposes them, a fresh /proc,
+//	                                          the cwd entered again (mounts are
+//	                                          impossible after Landlock); then forks the
+//	                                          process that becomes the agent, which
+//	                                          takes steps 4-7, and stays PID 1: reap,
+//	                                          pass TERM, USR1, USR2 on, exit with the
+//	                                          agent's status, which ends every process
+//	                                          of the session
 //	 4                                        Landlock: no_new_privs, restrict self with
 //	                                          the plan (view rules checked against the
 //	                                          view's filesystems); with a view, drop
@@ -47,17 +59,12 @@
 //	                                          <- "listener" with the fd (SCM_RIGHTS); from
 //	                                          here on only untrapped syscalls]
 //	 6    (start watchers, signal forwarding) <- "ready"
-//	 7    -> "go"                             without a view: execve(agent); on failure
-//	                                          <- "exec-error" and exit 126 (127: not found)
-//	                                          with a view: fork and exec the agent as a
-//	                                          child; <- "started" or "exec-error"; stay
-//	                                          PID 1: reap, pass TERM, USR1, USR2 on, exit
-//	                                          with the agent's status, which ends every
-//	                                          process of the session
-//	 8    EOF on the socket (close-on-exec,
-//	      or closed by PID 1): the agent
-//	      runs; wait, forward signals, pass
-//	      its status through
+//	 7    -> "go"                             execve(agent); on failure <- "exec-error"
+//	                                          and exit 126 (127: not found)
+//	 8    EOF on the socket (close-on-exec;
+//	      the others closed theirs): the
+//	      agent runs; wait, forward signals,
+//	      pass its status through
 //
 // Any failure in steps 2-5 is reported as <- "error" and the init stage exits
 // 125 without running the agent; an "error" with "view" set came from the
