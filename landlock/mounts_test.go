@@ -42,3 +42,19 @@ func TestCheckMounts(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMountinfoOnlySpaces: the kernel escapes a space, a tab, a
+// newline and a backslash in mountinfo's paths, nothing else, so fields
+// are split at spaces alone: a mount point holding a carriage return, a
+// vertical tab, a form feed or a no-break space is one path (the init
+// stage's C parser reads the table so; a planner that split there read
+// another table, and could miss a mount that exposes a protected path).
+func TestParseMountinfoOnlySpaces(t *testing.T) {
+	for _, odd := range []string{"\r", "\v", "\f", "\u00a0", "\u0085"} {
+		text := "50 22 8:1 /home/u /mnt/a" + odd + "b rw - ext4 /dev/sda1 rw\n"
+		mounts, err := ParseMountinfo(text)
+		if err != nil || len(mounts) != 1 || mounts[0].MountPoint != "/mnt/a"+odd+"b" || mounts[0].Root != "/home/u" || mounts[0].FSType != "ext4" {
+			t.Errorf("a mount point with %q: %+v, %v", odd, mounts, err)
+		}
+	}
+}
