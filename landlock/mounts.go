@@ -23,7 +23,10 @@ func ParseMountinfo(text string) ([]Mount, error) {
 		if line == "" {
 			continue
 		}
-		f := strings.Fields(line)
+		// The kernel escapes a space, tab, newline and backslash in the
+		// paths and separates fields with one space: split there alone
+		// (strings.Fields would split a path at \r, \v, \f or U+00A0).
+		f := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' })
 		if len(f) < 5 {
 			return nil, fmt.Errorf("mountinfo line %d: too few fields", i+1)
 		}
