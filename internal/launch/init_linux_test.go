@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,8 +53,9 @@ func TestSyncPairDeadline(t *testing.T) {
 // startInitStage starts this test binary as the init stage (its
 // constructor runs initstage.c before the Go runtime) with the sync
 // socket's other end at fd 3, as the supervisor does, and returns the
-// supervisor's end and the command, whose stderr goes to stderr.
-func startInitStage(t *testing.T, stderr *bytes.Buffer) (*os.File, *exec.Cmd) {
+// supervisor's end and the command, whose stderr goes to stderr (a file:
+// a pipe's copier would make Wait wait for every process that holds it).
+func startInitStage(t *testing.T, stderr *os.File, env ...string) (*os.File, *exec.Cmd) {
 	t.Helper()
 	conn, child, err := syncPair()
 	if err != nil {
@@ -62,7 +63,7 @@ func startInitStage(t *testing.T, stderr *bytes.Buffer) (*os.File, *exec.Cmd) {
 	}
 	cmd := exec.Command("/proc/self/exe", InitArg)
 	cmd.ExtraFiles = []*os.File{child}
-	cmd.Env = []string{}
+	cmd.Env = append([]string{}, env...)
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -89,28 +90,28 @@ func TestInitStageRefusesMalformedConfig(t *testing.T) {
 		cases[fmt.Sprintf("cut at %d", n)] = good[:n]
 	}
 	for name, payload := range cases {
-		var stderr bytes.Buffer
-		conn, cmd := startInitStage(t, &stderr)
+		stderr := tempFile(t)
+		conn, cmd := startInitStage(t, stderr)
 		if err := writeRawFrame(conn, payload); err != nil {
 			t.Fatal(err)
 		}
 		var rep report
 		err := readFrame(conn, &rep)
 		if err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, "reading the configuration") {
-			t.Errorf("%s: %+v, %v (stderr %q)", name, rep, err, stderr.String())
+			t.Errorf("%s: %+v, %v (stderr %q)", name, rep, err, contents(stderr))
 		}
 		if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
 			t.Errorf("%s: exit %v", name, err)
 		}
 	}
-	var stderr bytes.Buffer
-	conn, cmd := startInitStage(t, &stderr)
+	stderr := tempFile(t)
+	conn, cmd := startInitStage(t, stderr)
 	if err := writeRawFrame(conn, good); err != nil {
 		t.Fatal(err)
 	}
 	var rep report
 	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
-		t.Fatalf("the whole configuration: %+v, %v (stderr %q)", rep, err, stderr.String())
+		t.Fatalf("the whole configuration: %+v, %v (stderr %q)", rep, err, contents(stderr))
 	}
 	conn.Close() // no "go": it exits without running the agent
 	if cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
@@ -177,4 +178,76 @@ func TestInitStageRefusesReplacedBind(t *testing.T) {
 	if err := run(planned()); err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") {
 		t.Errorf("a symlink at the protected name: %v; want a refusal", err)
 	}
+}
+
+// TestInitStagePID1DiesWithRelay: the session's PID 1 does not outlive
+// the init stage's first process (the relay, the supervisor's child) even
+// when that dies between PID 1's fork and its parent-death signal, where
+// no such signal comes (found by review; the test pauses PID 1 there).
+// Control: left alone, the same start gets ready.
+func TestInitStagePID1DiesWithRelay(t *testing.T) {
+	pl := &landlock.Plan{Handled: landlock.ReadFile, Canary: "/etc/passwd"} // a floor that holds: ready, then it waits for "go"
+	cfg := newConfig(pl, "/bin/true", []string{"true"}, nil)
+	cfg.View = &landlock.View{}
+	const pause = "AGENT_LAUNCHER_TEST_PID1_PAUSE_MS=400"
+	stderr := tempFile(t)
+	conn, _ := startInitStage(t, stderr, pause)
+	if err := writeRawFrame(conn, cfg.encode()); err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+		t.Fatalf("control: %+v, %v (stderr %q)", rep, err, contents(stderr))
+	}
+
+	conn, cmd := startInitStage(t, stderr, pause)
+	if err := writeRawFrame(conn, cfg.encode()); err != nil {
+		t.Fatal(err)
+	}
+	children := fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid)
+	pid1 := ""
+	for i := 0; i < 200 && pid1 == ""; i++ {
+		b, _ := os.ReadFile(children)
+		pid1 = strings.TrimSpace(string(b))
+		time.Sleep(time.Millisecond)
+	}
+	if pid1 == "" {
+		t.Fatal("PID 1 never showed")
+	}
+	cmd.Process.Kill() // within the pause
+	cmd.Wait()
+	for i := 0; i < 300; i++ {
+		b, err := os.ReadFile("/proc/" + pid1 + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return // gone
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, _ := os.ReadFile("/proc/" + pid1 + "/stat")
+	syscall.Kill(mustAtoi(t, pid1), syscall.SIGKILL)
+	t.Errorf("PID 1 (%s) outlived the relay: %s", pid1, b)
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func tempFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func contents(f *os.File) string {
+	b, _ := os.ReadFile(f.Name())
+	return string(b)
 }

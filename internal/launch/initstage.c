@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -145,6 +146,12 @@ struct config {
 // ---- messages --------------------------------------------------------------
 
 static long long trace_origin;
+
+// pid1_pause_ms is a test's pause between PID 1's fork and its
+// parent-death signal (AGENT_LAUNCHER_TEST_PID1_PAUSE_MS in the init
+// stage's environment, which run never sets: initEnv), to show the race
+// there closed (TestInitStagePID1DiesWithRelay).
+static long pid1_pause_ms;
 
 static long long monotonic(void) {
 	struct timespec ts;
@@ -1215,15 +1222,30 @@ static int with_namespaces(const struct config *c) {
 	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
 		sigaddset(&set, sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, &old);
+	// alive's write end stays open here until this process ends: PID 1
+	// reads from it whether this process died before PID 1's parent-death
+	// signal was set (which a death before then never sends).
+	int alive[2];
+	if (pipe2(alive, O_CLOEXEC) != 0)
+		return fail(0, "init stage: pipe: %s", errstr(errno));
 	pid_t child = fork();
 	if (child < 0)
 		return fail(refused(errno), "creating the session's PID namespace: fork: %s", errstr(errno));
 	if (child == 0) {
-		// PID 1 dies with this process, which dies with the supervisor.
+		if (pid1_pause_ms > 0) {
+			struct timespec ts = {pid1_pause_ms / 1000, (pid1_pause_ms % 1000) * 1000000};
+			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+				;
+		}
+		// PID 1 dies with this process, which dies with the supervisor;
+		// if it died already, so does PID 1.
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		close(alive[1]);
+		close(alive[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return pid1(c);
 	}
+	close(alive[0]);
 	close(SYNC_FD); // PID 1 and the agent report from here
 	for (;;) {
 		siginfo_t si;
@@ -1247,6 +1269,8 @@ static int init_stage(char **envp) {
 			long long n = strtoll(*e + 21, NULL, 10);
 			trace_origin = n > 1 ? n : 0;
 		}
+		if (strncmp(*e, "AGENT_LAUNCHER_TEST_PID1_PAUSE_MS=", 34) == 0)
+			pid1_pause_ms = strtol(*e + 34, NULL, 10);
 	}
 	trace("init stage: running");
 	struct stat st;
