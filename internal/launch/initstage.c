@@ -1241,6 +1241,9 @@ static int with_namespaces(const struct config *c) {
 		// if it died already, so does PID 1.
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		close(alive[1]);
+		struct pollfd pf = {alive[0], POLLIN, 0};
+		if (poll(&pf, 1, 0) != 0)
+			_exit(125); // hung up: the parent is gone (nothing is ever written)
 		close(alive[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return pid1(c);
