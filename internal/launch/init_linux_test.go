@@ -85,9 +85,21 @@ func TestInitStageRefusesMalformedConfig(t *testing.T) {
 	cfg := newConfig(nil, "/bin/true", []string{"true"}, []string{"A=1"}) // unconfined, no view: it acts on nothing before "ready"
 	good := cfg.encode()
 	withNUL := newConfig(nil, "/bin/\x00true", nil, nil)
-	cases := map[string][]byte{"a byte too many": append(slices.Clone(good), 0), "a NUL in the path": withNUL.encode()}
+	full := testConfig() // a view, rules, binds, caches: every truncation is refused before any of it is acted on
+	fullB := full.encode()
+	overflow := append([]byte(configMagic), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02) // past 64 bits
+	cases := map[string][]byte{"a byte too many": append(slices.Clone(good), 0), "a NUL in the path": withNUL.encode(),
+		"the full one with a byte too many": append(slices.Clone(fullB), 0), "a number past 64 bits": overflow}
 	for n := range len(good) {
 		cases[fmt.Sprintf("cut at %d", n)] = good[:n]
+	}
+	for n := range len(fullB) {
+		cases[fmt.Sprintf("the full one cut at %d", n)] = fullB[:n]
+	}
+	for name, b := range cases {
+		if _, err := decodeConfig(b); err == nil {
+			t.Fatalf("%s: the reference decoder takes it", name)
+		}
 	}
 	for name, payload := range cases {
 		stderr := tempFile(t)

@@ -313,6 +313,10 @@ static uint64_t get_num(struct reader *r) {
 		}
 		unsigned char c = *r->b++;
 		r->n--;
+		if (shift == 63 && c > 1) {
+			r->bad = 1; // past 64 bits, as binary.Uvarint refuses it
+			return 0;
+		}
 		x |= (uint64_t)(c & 0x7f) << shift;
 		if (!(c & 0x80))
 			return x;
@@ -446,8 +450,11 @@ static int wait_go(void) {
 		return -1;
 	struct reader r = {b, n, 0};
 	char *type = get_str(&r);
-	int ok = !r.bad && strcmp(type, "go") == 0;
+	char *msg = get_str(&r);
+	uint64_t err = get_num(&r), rules = get_num(&r), pid = get_num(&r), view = get_num(&r);
+	int ok = !r.bad && r.n == 0 && strcmp(type, "go") == 0 && msg[0] == 0 && (err | rules | pid | view) == 0;
 	free(type);
+	free(msg);
 	free(b);
 	return ok ? 0 : -1;
 }
@@ -1131,6 +1138,10 @@ static int pid1(const struct config *c) {
 	if (agent < 0)
 		return fail(0, "init stage: fork: %s", errstr(errno));
 	if (agent == 0) {
+		// The agent gets the signals PID 1 handles at their defaults, as
+		// a supervisor started under nohup may have left them ignored.
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			signal(sigs[i], SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		int code = confine(c, ds.d, ds.n, 1);
 		if (code != 0)
@@ -1204,6 +1215,10 @@ static int refused(int e) {
 // terminal's signals reach the session's process group directly.
 static int with_namespaces(const struct config *c) {
 	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
+	// It will hold every capability in the session's user namespace: no
+	// process of the session may trace it or read its memory.
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		return fail(0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
 	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0)
 		return fail(refused(errno), "creating the session's namespaces: unshare: %s", errstr(errno));
@@ -1276,6 +1291,10 @@ static int init_stage(char **envp) {
 			pid1_pause_ms = strtol(*e + 34, NULL, 10);
 	}
 	trace("init stage: running");
+	// Reaping needs SIGCHLD's default disposition (ignored, the kernel
+	// would reap children unseen); the supervisor's exec gives it, and it
+	// is not left to chance.
+	signal(SIGCHLD, SIG_DFL);
 	struct stat st;
 	if (fstat(SYNC_FD, &st) != 0 || !S_ISSOCK(st.st_mode)) {
 		static const char msg[] = "agent-launcher: " INIT_ARG " is the launcher's internal init stage; use `agent-launcher run`\n";

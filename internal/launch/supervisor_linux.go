@@ -202,9 +202,6 @@ func (p *Pending) start(s Session, child *os.File) error {
 	}
 	if err != nil {
 		p.exited = nil
-		if p.view && isNamespaceRefusal(err) {
-			return &ViewError{fmt.Sprintf("creating the session's namespaces: %v", err)}
-		}
 		return &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
 	}
 	Trace("init stage started")
@@ -504,18 +501,6 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
-}
-
-// isNamespaceRefusal reports whether starting a process in new namespaces
-// failed because the system does not allow them (user namespaces off or
-// limited, a security module's veto), as opposed to any other failure.
-func isNamespaceRefusal(err error) bool {
-	for _, e := range []error{unix.EPERM, unix.EACCES, unix.EINVAL, unix.ENOSPC, unix.EUSERS} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }
 
 // exitStatus maps a wait status to the launcher's exit status.

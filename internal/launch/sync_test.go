@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
@@ -191,6 +192,9 @@ func decodeConfig(b []byte) (*initConfig, error) {
 		n := count()
 		s := string(rest[:n])
 		rest = rest[n:]
+		if strings.IndexByte(s, 0) >= 0 {
+			bad = true // no path, argument or variable holds a NUL
+		}
 		return s
 	}
 	strs := func() []string {
