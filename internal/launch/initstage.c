@@ -1215,10 +1215,6 @@ static int refused(int e) {
 // terminal's signals reach the session's process group directly.
 static int with_namespaces(const struct config *c) {
 	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
-	// It will hold every capability in the session's user namespace: no
-	// process of the session may trace it or read its memory.
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return fail(0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
 	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0)
 		return fail(refused(errno), "creating the session's namespaces: unshare: %s", errstr(errno));
@@ -1265,6 +1261,15 @@ static int with_namespaces(const struct config *c) {
 	}
 	close(alive[0]);
 	close(SYNC_FD); // PID 1 and the agent report from here
+	// It holds every capability in the session's user namespace: no
+	// process of the session may trace it or read its memory. Not before
+	// the maps are written and PID 1 forked: an undumpable process's /proc
+	// files are root's, which an unprivileged one cannot write (the
+	// unprivileged kernel suites failed so).
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		kill(child, SIGKILL);
+		return 125;
+	}
 	for (;;) {
 		siginfo_t si;
 		int sig = sigwaitinfo(&set, &si);
