@@ -363,6 +363,23 @@ static struct list get_list(struct reader *r) {
 	return l;
 }
 
+// get_rules reads a list of rules (path, flags, access, device, inode)
+// or, without access, of binds.
+static struct rule *get_rules(struct reader *r, int with_access, size_t *n) {
+	*n = get_count(r);
+	struct rule *out = calloc(*n + 1, sizeof *out);
+	if (out == NULL)
+		_exit(125);
+	for (size_t i = 0; i < *n && !r->bad; i++) {
+		out[i].path = get_str(r);
+		out[i].flags = get_num(r);
+		out[i].access = with_access ? get_num(r) : 0;
+		out[i].dev = get_num(r);
+		out[i].ino = get_num(r);
+	}
+	return out;
+}
+
 static int decode_config(const unsigned char *b, size_t n, struct config *c) {
 	size_t m = sizeof CONFIG_MAGIC; // with its NUL
 	if (n < m || memcmp(b, CONFIG_MAGIC, m) != 0)
@@ -373,17 +390,7 @@ static int decode_config(const unsigned char *b, size_t n, struct config *c) {
 	c->handled = get_num(&r);
 	c->scoped = get_num(&r);
 	c->canary = get_str(&r);
-	c->nrules = get_count(&r);
-	c->rules = calloc(c->nrules + 1, sizeof *c->rules);
-	if (c->rules == NULL)
-		_exit(125);
-	for (size_t i = 0; i < c->nrules && !r.bad; i++) {
-		c->rules[i].path = get_str(&r);
-		c->rules[i].flags = get_num(&r);
-		c->rules[i].access = get_num(&r);
-		c->rules[i].dev = get_num(&r);
-		c->rules[i].ino = get_num(&r);
-	}
+	c->rules = get_rules(&r, 1, &c->nrules);
 	c->path = get_str(&r);
 	c->argv = get_list(&r);
 	c->env = get_list(&r);
@@ -405,16 +412,7 @@ static int decode_config(const unsigned char *b, size_t n, struct config *c) {
 		}
 	}
 	c->cwd = get_str(&r);
-	c->nbinds = get_count(&r);
-	c->binds = calloc(c->nbinds + 1, sizeof *c->binds);
-	if (c->binds == NULL)
-		_exit(125);
-	for (size_t i = 0; i < c->nbinds && !r.bad; i++) {
-		c->binds[i].path = get_str(&r);
-		c->binds[i].flags = get_num(&r);
-		c->binds[i].dev = get_num(&r);
-		c->binds[i].ino = get_num(&r);
-	}
+	c->binds = get_rules(&r, 0, &c->nbinds);
 	return r.bad || r.n != 0 ? -1 : 0;
 }
 
