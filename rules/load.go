@@ -9,10 +9,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -69,7 +67,39 @@ type Options struct {
 // make the launcher read without end.
 const maxPolicyBytes = 16 << 20
 
-var agentNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`) })
+// ValidAgentName reports whether name may name an agent: 1 to 64 ASCII
+// letters, digits, '_', '.' or '-', the first a letter or digit. (A loop,
+// not a regexp: compiling one cost every run's start-up tens of page
+// faults.)
+func ValidAgentName(name string) bool {
+	if len(name) == 0 || len(name) > 64 || !isAlnum(name[0]) {
+		return false
+	}
+	for i := 1; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '_' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// validVarName reports whether name is an environment variable's name as
+// ${NAME} may write it: a letter or '_', then letters, digits or '_'.
+func validVarName(name string) bool {
+	if len(name) == 0 || '0' <= name[0] && name[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
 
 // Load reads, validates, layers and expands a policy. A policy with any
 // problem is refused: the error is an ErrorList whose entries name file,
@@ -85,7 +115,7 @@ func Load(opts Options) (*Policy, error) {
 	var overlayAgent *agentDoc
 	overlayPrefix := ""
 	if opts.Agent != "" {
-		if !agentNameRe().MatchString(opts.Agent) {
+		if !ValidAgentName(opts.Agent) {
 			return nil, ErrorList{{Key: "agent", Msg: fmt.Sprintf("%q is not a valid agent name; use letters, digits, '.', '_' and '-'", opts.Agent)}}
 		}
 		inFile := global.tree.Agents[opts.Agent]
@@ -167,7 +197,7 @@ func AgentNames(opts Options) ([]string, error) {
 			return nil, fmt.Errorf("rules: list agents: %w", err)
 		}
 		for _, e := range entries {
-			if name, ok := strings.CutSuffix(e.Name(), ".toml"); ok && !e.IsDir() && agentNameRe().MatchString(name) {
+			if name, ok := strings.CutSuffix(e.Name(), ".toml"); ok && !e.IsDir() && ValidAgentName(name) {
 				seen[name] = true
 			}
 		}
@@ -202,7 +232,7 @@ func readGlobal(opts *Options) (*document, error) {
 	}
 	d.errs = errs
 	for _, name := range sortedKeys(d.tree.Agents) {
-		if !agentNameRe().MatchString(name) {
+		if !ValidAgentName(name) {
 			d.errs = append(d.errs, &Error{File: d.name, Line: d.line("agents." + name), Key: "agents." + name,
 				Msg: "not a valid agent name; use letters, digits, '.', '_' and '-'"})
 		}
@@ -803,8 +833,6 @@ type noWorkspaceError string
 
 func (e noWorkspaceError) Error() string { return string(e) }
 
-var varNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
-
 // expand replaces "~" and "<workspace>" at the start of a pattern and
 // ${VAR} anywhere, escaping what they expand to, and rewrites a trailing
 // "/" as "/**".
@@ -845,7 +873,7 @@ func (b *builder) expand(pattern string) (string, error) {
 				return "", fmt.Errorf("%q: \"${\" is never closed with \"}\"", pattern)
 			}
 			name := rest[2:end]
-			if !varNameRe().MatchString(name) {
+			if !validVarName(name) {
 				return "", fmt.Errorf("%q: ${%s} is not a variable name", pattern, name)
 			}
 			val, ok := "", false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -532,6 +533,26 @@ pass = ["GH_TOKEN"]
 	} {
 		if got, _ := c.p.Env.Keep(c.name); got != c.keep {
 			t.Errorf("agent %s: Keep(%s) = %v, want %v", c.p.Agent, c.name, got, c.keep)
+		}
+	}
+}
+
+// TestNameChecks checks ValidAgentName and validVarName, loops that
+// replaced regexps on the start-up path, against those regexps.
+func TestNameChecks(t *testing.T) {
+	agentRe := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	varRe := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	names := []string{"", "a", "A9", "9a", "_x", "x_", ".x", "-x", "x.y-z_1", "coder", "x y", "x/y", "é", "xé",
+		"_", "__", "a\x00", strings.Repeat("a", 64), strings.Repeat("a", 65), "Z" + strings.Repeat("_", 63), "PATH", "1PATH"}
+	for c := 0; c < 256; c++ {
+		names = append(names, string(rune(c)), "a"+string([]byte{byte(c)}), string([]byte{byte(c)})+"a")
+	}
+	for _, n := range names {
+		if got, want := ValidAgentName(n), agentRe.MatchString(n); got != want {
+			t.Errorf("ValidAgentName(%q) = %v, the regexp says %v", n, got, want)
+		}
+		if got, want := validVarName(n), varRe.MatchString(n); got != want {
+			t.Errorf("validVarName(%q) = %v, the regexp says %v", n, got, want)
 		}
 	}
 }

@@ -7,10 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -59,13 +57,6 @@ type agentCache struct {
 	set, replaced, passed, dropped []string
 }
 
-// cacheNameRe is rules' agent name, and globalCacheName. Compiled when
-// first used: a package-level regexp costs every start of the binary,
-// the init stage's too, a millisecond here.
-var cacheNameRe = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^(_global|[A-Za-z0-9][A-Za-z0-9_.-]{0,63})$`)
-})
-
 // addAgentCache gives e.view the private cache of agent ("" for the global
 // policy) when the view has a private /var/tmp or /tmp whose cache path m
 // lets the agent write. With create, the cache directory is made (mode
@@ -95,7 +86,7 @@ func (e *env) addAgentCache(m *tiers.Matcher, agent string, create bool) *agentC
 		}
 	}
 	name := cmp.Or(agent, globalCacheName)
-	if !cacheNameRe().MatchString(name) {
+	if name != globalCacheName && !rules.ValidAgentName(name) {
 		c.why = fmt.Sprintf("%q is not a valid agent name", agent)
 		return c
 	}

@@ -35,6 +35,7 @@ import (
 // resolved location. It reads only those paths' components.
 func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error) {
 	memo := map[string]string{}
+	res := newResolver()
 	for _, r := range pol.Rules {
 		if !r.Protects() {
 			continue
@@ -46,7 +47,7 @@ func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error)
 			}
 			resolved, ok := memo[prefix]
 			if !ok {
-				c, err := canonical(prefix)
+				c, err := res.canonical(prefix)
 				if err != nil {
 					c = prefix // unresolvable: the kernel cannot follow it either
 				}

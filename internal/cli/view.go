@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
 )
@@ -34,13 +36,14 @@ var maskedSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
 // and the sockets connect_paths names.
 func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 	v := &landlock.View{Fresh: []string{"/proc"}}
+	res := newResolver()
 	isDir := func(p string) (string, bool) {
-		c, err := canonical(p)
+		c, err := res.canonical(p)
 		if err != nil {
 			return "", false
 		}
-		st, err := os.Lstat(c)
-		return c, err == nil && st.IsDir()
+		comp := res.lookup(c)
+		return c, comp.err == nil && comp.mode == unix.S_IFDIR
 	}
 	inside := func(p string, dirs []string) bool {
 		return slices.ContainsFunc(dirs, func(d string) bool { return p == d || strings.HasPrefix(p, d+"/") })
@@ -57,11 +60,11 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 	}
 	covered := slices.Concat(v.Private, v.Hidden)
 	for _, s := range maskedSockets {
-		c, err := canonical(s)
+		c, err := res.canonical(s)
 		if err != nil || inside(c, covered) || slices.Contains(v.Masked, c) {
 			continue
 		}
-		if st, err := os.Lstat(c); err == nil && !st.IsDir() {
+		if comp := res.lookup(c); comp.err == nil && comp.mode != unix.S_IFDIR {
 			v.Masked = append(v.Masked, c)
 		}
 	}
@@ -89,7 +92,7 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 		if k == "" || !inside(k, covered) || slices.Contains(covered, k) {
 			continue
 		}
-		if st, err := os.Lstat(k); err != nil || st.Mode()&os.ModeSymlink != 0 {
+		if comp := res.lookup(k); comp.err != nil || comp.mode == unix.S_IFLNK {
 			// Nothing to bind (what the agent makes there is its own), or
 			// a symlink, which a bind would not reproduce: its target is
 			// kept where a rule names it.
