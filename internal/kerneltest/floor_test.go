@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -129,6 +130,72 @@ func TestSignals(t *testing.T) {
 		}
 		if got, want := cmd.ProcessState.ExitCode(), 128+int(sig); got != want {
 			t.Errorf("%s: exit %d, want %d", sig, got, want)
+		}
+	}
+}
+
+// TestIgnoredSignalsStayIgnored: signals ignored where the launcher is
+// started (nohup ignores HUP; a shell ignores INT and QUIT for a
+// background job) stay ignored for the agent, and the launcher does not
+// catch them to forward: a hangup does not end a nohup-ed session, with
+// the view or without. The control: the same start without the launcher
+// leaves the same signals ignored and survives them; TestSignals shows
+// that signals not ignored are forwarded.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	s := newSandbox(t, standard)
+	const trap = "trap '' HUP INT QUIT TERM USR1; "
+	const mask = 1<<(1-1) | 1<<(2-1) | 1<<(3-1) | 1<<(10-1) | 1<<(15-1) // HUP INT QUIT USR1 TERM
+	for _, how := range []string{"bare", "view", "no view"} {
+		marker, out := s.ws+"/started-"+strings.ReplaceAll(how, " ", "-"), s.ws+"/out-"+strings.ReplaceAll(how, " ", "-")
+		script := "grep SigIgn /proc/self/status > " + shq(out) + "; touch " + shq(marker) + "; sleep 1; echo alive >> " + shq(out)
+		var cmd *exec.Cmd
+		switch how {
+		case "bare":
+			cmd = exec.Command("/bin/sh", "-c", trap+`exec "$@"`, "sh", "/bin/sh", "-c", script)
+		case "view":
+			cmd = exec.Command("/bin/sh", "-c", trap+`exec "$@"`, "sh", launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", script)
+		case "no view":
+			bin, args := s.noViewArgs(trap, false, "/bin/sh", "-c", script)
+			cmd = exec.Command(bin, args...)
+		}
+		cmd.Env = s.env()
+		cmd.Dir = s.ws
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(runTimeout)
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("%s: the agent never started: %s", how, errb.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1} {
+			cmd.Process.Signal(sig)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(runTimeout):
+			cmd.Process.Kill()
+			t.Fatalf("%s: did not end", how)
+		}
+		b, _ := os.ReadFile(out)
+		var ign uint64
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ign, _ = strconv.ParseUint(f[1], 16, 64)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(b), "alive") || ign&mask != mask {
+			t.Errorf("%s: exit %d, the agent wrote %q (SigIgn %#x, want %#x set); stderr %s", how, code, b, ign, mask, errb.String())
 		}
 	}
 }
