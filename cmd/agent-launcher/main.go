@@ -6,14 +6,28 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/agent-launcher/agent-launcher/internal/cli"
+	"github.com/agent-launcher/agent-launcher/internal/launch"
 )
 
 func main() {
 	hugeHeap()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// Signals ignored where run was started stay ignored, for the
+	// launcher and its agent (nohup, a shell's background job).
+	ignored := launch.IgnoreInherited()
+	var stops []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		if !slices.Contains(ignored, s) {
+			stops = append(stops, s)
+		}
+	}
+	ctx, stop := context.Background(), func() {}
+	if len(stops) > 0 { // none would ask for every signal
+		ctx, stop = signal.NotifyContext(ctx, stops...)
+	}
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

@@ -263,3 +263,64 @@ func contents(f *os.File) string {
 	b, _ := os.ReadFile(f.Name())
 	return string(b)
 }
+
+// TestInitStageGoIsStrict: after "ready", only the exact "go" frame the
+// supervisor writes starts the agent; a frame with a byte more, another
+// type, a message or a number set, or an empty one, ends the init stage
+// (125) without running it. The control: the exact frame runs the agent
+// (sh -c "exit 7", confined to reading /usr and /etc), whose status passes.
+func TestInitStageGoIsStrict(t *testing.T) {
+	rule := func(p string) landlock.Rule {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
+		}
+		return landlock.Rule{Path: p, Dir: true, Access: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Dev: st.Dev, Ino: st.Ino}
+	}
+	canary := filepath.Join(t.TempDir(), "canary")
+	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
+		Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
+	cfg := newConfig(pl, "/usr/bin/sh", []string{"sh", "-c", "exit 7"}, nil)
+	goFrame := report{Type: msgGo}.encode()
+	cases := map[string][]byte{
+		"a byte more":       append(slices.Clone(goFrame), 0),
+		"another type":      report{Type: msgReady}.encode(),
+		"a longer type":     report{Type: "gox"}.encode(),
+		"a message":         report{Type: msgGo, Msg: "x"}.encode(),
+		"a number":          report{Type: msgGo, Pid: 1}.encode(),
+		"the view flag":     report{Type: msgGo, View: true}.encode(),
+		"an empty frame":    {},
+		"a frame cut short": goFrame[:len(goFrame)-1],
+	}
+	start := func() (*os.File, *exec.Cmd, *os.File) {
+		stderr := tempFile(t)
+		conn, cmd := startInitStage(t, stderr)
+		if err := writeRawFrame(conn, cfg.encode()); err != nil {
+			t.Fatal(err)
+		}
+		var rep report
+		if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+			t.Fatalf("%+v, %v; want ready (stderr %q)", rep, err, contents(stderr))
+		}
+		return conn, cmd, stderr
+	}
+	conn, cmd, stderr := start()
+	if err := writeRawFrame(conn, goFrame); err != nil {
+		t.Fatal(err)
+	}
+	if cmd.Wait(); cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("control, the exact go: exit %d, want the agent's 7 (stderr %q)", cmd.ProcessState.ExitCode(), contents(stderr))
+	}
+	for name, payload := range cases {
+		conn, cmd, stderr := start()
+		if err := writeRawFrame(conn, payload); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
+			t.Errorf("%s: exit %d, want 125 and the agent not run (stderr %q)", name, cmd.ProcessState.ExitCode(), contents(stderr))
+		}
+	}
+}

@@ -1136,10 +1136,11 @@ static int pid1(const struct config *c) {
 	if (agent < 0)
 		return fail(0, "init stage: fork: %s", errstr(errno));
 	if (agent == 0) {
-		// The agent gets the signals PID 1 handles at their defaults, as
-		// a supervisor started under nohup may have left them ignored.
-		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-			signal(sigs[i], SIG_DFL);
+		// The agent's dispositions are the ones this process was started
+		// with: those the operator's shell ignored (nohup's SIGHUP, a
+		// background job's SIGINT and SIGQUIT) the supervisor ignores
+		// again and does not forward (IgnoreInherited), and the exec gave
+		// every other signal its default. Only the mask is PID 1's.
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		int code = confine(c, ds.d, ds.n, 1);
 		if (code != 0)
@@ -1330,8 +1331,21 @@ static int init_stage(char **envp) {
 // al_init_stage runs the init stage and exits when the process was
 // started as one (argv[1] is the init argument); otherwise it returns at
 // once and the program starts as usual.
+// al_ignored_signals has bit N-1 set for each signal N of those run
+// forwards that this process was started with ignored. Recorded before
+// the Go runtime starts, which installs its own handlers on all but
+// SIGHUP and SIGINT (launch.IgnoreInherited reads it).
+unsigned long long al_ignored_signals;
+
 void al_init_stage(int argc, char **argv, char **envp) {
-	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0)
+	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0) {
+		static const int forwarded[] = {SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
+		for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
+			struct sigaction sa;
+			if (sigaction(forwarded[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+				al_ignored_signals |= 1ULL << (forwarded[i] - 1);
+		}
 		return;
+	}
 	_exit(init_stage(envp));
 }

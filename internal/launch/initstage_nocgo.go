@@ -2,6 +2,25 @@
 
 package launch
 
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
 // hasInitStage says whether this build has the init stage (initstage.c,
 // which needs cgo): a build with CGO_ENABLED=0 has none, and run refuses.
 const hasInitStage = false
+
+// ignoredAtStart lists what the Go runtime keeps ignored from the start
+// when nothing asks for it (SIGHUP, SIGINT): without initstage.c, nothing
+// recorded the rest.
+func ignoredAtStart() []os.Signal {
+	var out []os.Signal
+	for _, s := range []os.Signal{syscall.SIGHUP, syscall.SIGINT} {
+		if signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -74,6 +74,23 @@ func (e *ExecError) ExitCode() int {
 // would send them; the others to the agent process.
 var Forwarded = []os.Signal{unix.SIGINT, unix.SIGQUIT, unix.SIGHUP, unix.SIGWINCH, unix.SIGTERM, unix.SIGUSR1, unix.SIGUSR2}
 
+// IgnoreInherited ignores again the forwarded signals this process was
+// started with ignored, and returns them; main calls it before anything
+// asks to be notified of a signal. The Go runtime handles every signal
+// but SIGHUP and SIGINT from its start, so without it a nohup-ed run
+// would lose its agent to a hangup: the supervisor would catch SIGHUP and
+// forward it, and the agent would get it at its default. So run neither
+// catches nor forwards these, and the agent inherits them ignored, as it
+// would without the launcher (nohup's SIGHUP, the SIGINT and SIGQUIT a
+// shell ignores for a background job).
+func IgnoreInherited() []os.Signal {
+	ign := ignoredAtStart()
+	if len(ign) > 0 {
+		signal.Ignore(ign...)
+	}
+	return ign
+}
+
 func toGroup(s os.Signal) bool {
 	return s == unix.SIGINT || s == unix.SIGQUIT || s == unix.SIGHUP || s == unix.SIGWINCH
 }
@@ -280,7 +297,11 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	}
 	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, Forwarded...)
+	for _, sig := range Forwarded {
+		if !signal.Ignored(sig) { // IgnoreInherited: the operator's shell ignored it
+			signal.Notify(sigs, sig)
+		}
+	}
 	defer signal.Stop(sigs)
 	conn, pty, pid := p.conn, p.pty, p.cmd.Process.Pid
 
