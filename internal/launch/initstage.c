@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -1339,6 +1340,11 @@ unsigned long long al_ignored_signals;
 
 void al_init_stage(int argc, char **argv, char **envp) {
 	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0) {
+		// The supervisor's few C allocations (cgo's record of each thread
+		// it starts) share one arena: each thread's first malloc would make
+		// its own, a 64 MiB reservation mapped, trimmed and faulted in
+		// (about 25 system calls fewer per run).
+		mallopt(M_ARENA_MAX, 1);
 		static const int forwarded[] = {SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
 		for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
 			struct sigaction sa;
