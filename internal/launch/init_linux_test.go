@@ -324,3 +324,128 @@ func TestInitStageGoIsStrict(t *testing.T) {
 		}
 	}
 }
+
+// TestInitStageUndumpable: the relay (the init stage's first process,
+// which made the namespaces) and PID 1 are undumpable, so their /proc
+// files are root's and another process of the operator's cannot read
+// their memory, environment or file descriptors; the agent, which execs
+// after them, is dumpable again and its files are the operator's (the
+// control). The stage runs as an unprivileged user, where the difference
+// shows: as uid 4242 when the test runs as root (a copy of the test
+// binary that user may execute).
+func TestInitStageUndumpable(t *testing.T) {
+	bin, uid := "/proc/self/exe", os.Geteuid()
+	var cred *syscall.Credential
+	if uid == 0 {
+		uid = 4242
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+		dir := t.TempDir()
+		bin = filepath.Join(dir, "launch.test")
+		exe, err := os.ReadFile("/proc/self/exe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rule := func(p string) landlock.Rule {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return landlock.Rule{Path: p, Dir: true, Access: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Dev: st.Dev, Ino: st.Ino}
+	}
+	canary := filepath.Join(t.TempDir(), "canary") // outside /usr and /etc: Landlock denies it
+	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(canary), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
+		Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
+	cfg := newConfig(pl, "/usr/bin/sleep", []string{"sleep", "20"}, nil)
+	cfg.View = &landlock.View{}
+
+	conn, child, err := syncPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := tempFile(t)
+	cmd := exec.Command(bin, InitArg)
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.Env = []string{}
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child.Close()
+	t.Cleanup(func() { conn.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeRawFrame(conn, cfg.encode()); err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+		t.Fatalf("%+v, %v; want ready (stderr %q)", rep, err, contents(stderr))
+	}
+	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
+		t.Fatal(err)
+	}
+	childOf := func(pid int) int {
+		t.Helper()
+		for range 500 {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+			if f := strings.Fields(string(b)); len(f) == 1 {
+				return mustAtoi(t, f[0])
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("process %d: no single child", pid)
+		return 0
+	}
+	relay := cmd.Process.Pid
+	pid1 := childOf(relay)
+	agent := childOf(pid1)
+	for range 500 { // until the agent's execve
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", agent)); strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	owner := func(pid int) (files, real int) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(fmt.Sprintf("/proc/%d/environ", pid), &st); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+				return int(st.Uid), mustAtoi(t, f[1])
+			}
+		}
+		t.Fatalf("process %d: no Uid line", pid)
+		return 0, 0
+	}
+	if files, real := owner(agent); files != uid || real != uid {
+		t.Errorf("control: the agent (%d), uid %d: its /proc files are uid %d's, want %d's", agent, real, files, uid)
+	}
+	for what, pid := range map[string]int{"the relay": relay, "PID 1": pid1} {
+		if files, real := owner(pid); files != 0 || real != uid {
+			t.Errorf("%s (%d), uid %d: its /proc files are uid %d's, want root's (undumpable)", what, pid, real, files)
+		}
+	}
+}
