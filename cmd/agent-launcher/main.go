@@ -14,10 +14,11 @@ import (
 )
 
 func main() {
-	hugeHeap()
 	// Signals ignored where run was started stay ignored, for the
-	// launcher and its agent (nohup, a shell's background job).
+	// launcher and its agent (nohup, a shell's background job); first,
+	// before the Go runtime's handlers for them can act.
 	ignored := launch.IgnoreInherited()
+	hugeHeap()
 	var stops []os.Signal
 	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		if !slices.Contains(ignored, s) {
