@@ -265,3 +265,71 @@ func TestOwnPTY(t *testing.T) {
 		}
 	}
 }
+
+// TestPTYResizeWithWinchIgnored: where run is started with SIGWINCH
+// ignored (IgnoreInherited keeps it so), a resize of the operator's
+// terminal still resizes the agent's pty. The control: the agent's first
+// answer is the size at start.
+func TestPTYResizeWithWinchIgnored(t *testing.T) {
+	s := newSandbox(t, standard)
+	master, slave := openPTY(t)
+	if err := unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 77}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", `trap '' WINCH; exec "$@"`, "sh",
+		launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+		"/bin/sh", "-c", `while :; do echo "size $(stty size)"; read x || exit 0; done`)
+	cmd.Env = s.env()
+	cmd.Dir = s.ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	var out strings.Builder
+	lines := make(chan string, 64)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			lines <- string(buf[:n])
+			if err != nil {
+				close(lines)
+				return
+			}
+		}
+	}()
+	wait := func(want string) bool {
+		deadline := time.After(5 * time.Second)
+		for {
+			if strings.Contains(out.String(), want) {
+				return true
+			}
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					return false
+				}
+				out.WriteString(l)
+			case <-deadline:
+				return false
+			case <-time.After(100 * time.Millisecond):
+				master.Write([]byte("\r")) // ask again
+			}
+		}
+	}
+	if !wait("size 33 77") {
+		t.Fatalf("control: the agent never answered with the size at start: %q", out.String())
+	}
+	if err := unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 41, Col: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if !wait("size 41 99") {
+		o := out.String()
+		t.Errorf("the agent's pty kept its size after the operator's terminal was resized: ...%q", o[max(0, len(o)-200):])
+	}
+	master.Write([]byte{4}) // EOF: read fails, the agent exits
+}

@@ -292,6 +292,10 @@ func TestInitStageGoIsStrict(t *testing.T) {
 		"a message":         report{Type: msgGo, Msg: "x"}.encode(),
 		"a number":          report{Type: msgGo, Pid: 1}.encode(),
 		"the view flag":     report{Type: msgGo, View: true}.encode(),
+		"an errno":          report{Type: msgGo, Errno: 1}.encode(),
+		"a rule count":      report{Type: msgGo, Rules: 1}.encode(),
+		"a NUL in the type": report{Type: "go\x00"}.encode(),
+		"a length overlong": append([]byte{0x82, 0x00}, goFrame[1:]...),
 		"an empty frame":    {},
 		"a frame cut short": goFrame[:len(goFrame)-1],
 	}
