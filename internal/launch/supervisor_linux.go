@@ -298,7 +298,11 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
 	sigs := make(chan os.Signal, 16)
 	for _, sig := range Forwarded {
-		if !signal.Ignored(sig) { // IgnoreInherited: the operator's shell ignored it
+		// Not what the operator's shell ignored (IgnoreInherited); but a
+		// terminal's SIGWINCH still resizes the agent's pty, which
+		// forwards nothing (the kernel signals the pty's foreground group,
+		// with whatever disposition the agent has).
+		if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
 			signal.Notify(sigs, sig)
 		}
 	}
