@@ -87,8 +87,12 @@ func TestInitStageRefusesMalformedConfig(t *testing.T) {
 	withNUL := newConfig(nil, "/bin/\x00true", nil, nil)
 	full := testConfig() // a view, rules, binds, caches: every truncation is refused before any of it is acted on
 	fullB := full.encode()
-	overflow := append([]byte(configMagic), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02) // past 64 bits
-	cases := map[string][]byte{"a byte too many": append(slices.Clone(good), 0), "a NUL in the path": withNUL.encode(),
+	overflow := append([]byte(configMagic), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02)             // past 64 bits
+	long := slices.Concat([]byte(configMagic), []byte{good[len(configMagic)] | 0x80, 0}, good[len(configMagic)+1:]) // its first number written long
+	if good[len(configMagic)] >= 0x80 {
+		t.Fatal("the first number is not one byte")
+	}
+	cases := map[string][]byte{"a byte too many": append(slices.Clone(good), 0), "a NUL in the path": withNUL.encode(), "a number written long": long,
 		"the full one with a byte too many": append(slices.Clone(fullB), 0), "a number past 64 bits": overflow}
 	for n := range len(good) {
 		cases[fmt.Sprintf("cut at %d", n)] = good[:n]
@@ -111,6 +115,7 @@ func TestInitStageRefusesMalformedConfig(t *testing.T) {
 		err := readFrame(conn, &rep)
 		if err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, "reading the configuration") {
 			t.Errorf("%s: %+v, %v (stderr %q)", name, rep, err, contents(stderr))
+			cmd.Process.Kill() // taken: it would wait for "go"
 		}
 		if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
 			t.Errorf("%s: exit %v", name, err)

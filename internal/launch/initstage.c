@@ -319,8 +319,13 @@ static uint64_t get_num(struct reader *r) {
 			return 0;
 		}
 		x |= (uint64_t)(c & 0x7f) << shift;
-		if (!(c & 0x80))
+		if (!(c & 0x80)) {
+			if (c == 0 && shift > 0) {
+				r->bad = 1; // not minimal (a shorter form exists): each value has one encoding
+				return 0;
+			}
 			return x;
+		}
 	}
 	r->bad = 1;
 	return 0;

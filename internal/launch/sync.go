@@ -255,7 +255,9 @@ func (r *report) decode(b []byte) error {
 	bad := false
 	num := func() uint64 {
 		x, n := binary.Uvarint(b)
-		if n <= 0 || x > math.MaxInt32 {
+		// A varint of more than one byte that ends in 0 has a shorter
+		// form: each value has one encoding.
+		if n <= 0 || x > math.MaxInt32 || n > 1 && b[n-1] == 0 {
 			bad, b = true, nil
 			return 0
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,6 +156,12 @@ func TestReportRoundTrip(t *testing.T) {
 	if err := got.decode(report{Type: msgStarted, Pid: -1}.encode()); err == nil {
 		t.Errorf("a negative pid decoded as %+v", got)
 	}
+	// Each value has one encoding: a varint written long is refused.
+	b := report{Type: msgReady, Rules: 5}.encode()
+	long := slices.Concat([]byte{b[0] | 0x80, 0}, b[1:])
+	if err := got.decode(long); err == nil {
+		t.Errorf("a length written long decoded as %+v", got)
+	}
 }
 
 // errConfig is a "config" payload that does not decode.
@@ -171,7 +178,7 @@ func decodeConfig(b []byte) (*initConfig, error) {
 	bad := false
 	num := func() uint64 {
 		x, n := binary.Uvarint(rest)
-		if n <= 0 {
+		if n <= 0 || n > 1 && rest[n-1] == 0 { // not minimal
 			bad, rest = true, nil
 			return 0
 		}
