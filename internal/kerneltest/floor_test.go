@@ -143,8 +143,8 @@ func TestSignals(t *testing.T) {
 // that signals not ignored are forwarded.
 func TestIgnoredSignalsStayIgnored(t *testing.T) {
 	s := newSandbox(t, standard)
-	const trap = "trap '' HUP INT QUIT TERM USR1; "
-	const mask = 1<<(1-1) | 1<<(2-1) | 1<<(3-1) | 1<<(10-1) | 1<<(15-1) // HUP INT QUIT USR1 TERM
+	const trap = "trap '' HUP INT QUIT TERM USR1 USR2 WINCH; "
+	const mask = 1<<(1-1) | 1<<(2-1) | 1<<(3-1) | 1<<(10-1) | 1<<(12-1) | 1<<(15-1) | 1<<(28-1) // HUP INT QUIT USR1 USR2 TERM WINCH
 	for _, how := range []string{"bare", "view", "no view"} {
 		marker, out := s.ws+"/started-"+strings.ReplaceAll(how, " ", "-"), s.ws+"/out-"+strings.ReplaceAll(how, " ", "-")
 		script := "grep SigIgn /proc/self/status > " + shq(out) + "; touch " + shq(marker) + "; sleep 1; echo alive >> " + shq(out)
@@ -178,7 +178,7 @@ func TestIgnoredSignalsStayIgnored(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1} {
+		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH} {
 			cmd.Process.Signal(sig)
 		}
 		done := make(chan error, 1)
@@ -196,6 +196,9 @@ func TestIgnoredSignalsStayIgnored(t *testing.T) {
 		}
 		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(b), "alive") || ign&mask != mask {
 			t.Errorf("%s: exit %d, the agent wrote %q (SigIgn %#x, want %#x set); stderr %s", how, code, b, ign, mask, errb.String())
+		}
+		if want := map[string]string{"view": "private view: own PID namespace", "no view": "NO private view"}[how]; !strings.Contains(errb.String(), want) {
+			t.Errorf("%s: the start-up line does not say %q: %s", how, want, errb.String())
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -456,5 +457,45 @@ func TestInitStageUndumpable(t *testing.T) {
 		if files, real := owner(pid); files != 0 || real != uid {
 			t.Errorf("%s (%d), uid %d: its /proc files are uid %d's, want root's (undumpable)", what, pid, real, files)
 		}
+	}
+}
+
+// TestIgnoredAtStartMatchesForwarded: initstage.c records, before the Go
+// runtime starts, exactly the signals Forwarded lists (its own list is a
+// second copy): this test binary, started again with every signal in
+// Forwarded ignored and two others besides, must report Forwarded, no
+// more; started with nothing ignored (the control), nothing.
+func TestIgnoredAtStartMatchesForwarded(t *testing.T) {
+	if os.Getenv("AL_TEST_PRINT_IGNORED") == "1" {
+		for _, s := range ignoredAtStart() {
+			fmt.Println(int(s.(syscall.Signal)))
+		}
+		os.Exit(0)
+	}
+	start := func() []string {
+		t.Helper()
+		cmd := exec.Command("/proc/self/exe", "-test.run=^TestIgnoredAtStartMatchesForwarded$")
+		cmd.Env = append(os.Environ(), "AL_TEST_PRINT_IGNORED=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return strings.Fields(string(out))
+	}
+	if got := start(); len(got) != 0 {
+		t.Fatalf("control: nothing ignored, yet it reports %q", got)
+	}
+	others := []os.Signal{syscall.SIGPIPE, syscall.SIGALRM}
+	signal.Ignore(append(slices.Clone(Forwarded), others...)...)
+	got := start()
+	signal.Reset(append(slices.Clone(Forwarded), others...)...)
+	var want []string
+	for _, s := range Forwarded {
+		want = append(want, strconv.Itoa(int(s.(syscall.Signal))))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("with Forwarded and %v ignored at start, the constructor recorded %q; want Forwarded, %q", others, got, want)
 	}
 }
