@@ -1334,15 +1334,15 @@ static int init_stage(char **envp) {
 	return exec_failed(errno);
 }
 
-// al_init_stage runs the init stage and exits when the process was
-// started as one (argv[1] is the init argument); otherwise it returns at
-// once and the program starts as usual.
 // al_ignored_signals has bit N-1 set for each signal N of those run
 // forwards that this process was started with ignored. Recorded before
 // the Go runtime starts, which installs its own handlers on all but
 // SIGHUP and SIGINT (launch.IgnoreInherited reads it).
 unsigned long long al_ignored_signals;
 
+// al_init_stage runs the init stage and exits when the process was
+// started as one (argv[1] is the init argument); otherwise it records the
+// ignored signals and returns at once, and the program starts as usual.
 void al_init_stage(int argc, char **argv, char **envp) {
 	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0) {
 		// The supervisor's few C allocations (cgo's record of each thread
