@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -36,6 +37,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	// The processes the tests start begin with the forwarded signals at
+	// their defaults, whatever the shell that started the suite ignored
+	// (nohup, a background job): a signal ignored where run starts stays
+	// ignored (TestIgnoredSignalsStayIgnored), and TestSignals needs them
+	// forwarded. Caught here, they reach the children as defaults (exec
+	// resets a handler, not an ignore), and this process survives them.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH)
 	var err error
 	kernel, err = landlock.Detect()
 	if err != nil {
