@@ -108,16 +108,9 @@ func TestSignals(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(runTimeout)
-		for {
-			if _, err := os.Stat(marker); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				t.Fatalf("%s: the agent never started", sig)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !waitFile(marker) {
+			cmd.Process.Kill()
+			t.Fatalf("%s: the agent never started", sig)
 		}
 		cmd.Process.Signal(sig)
 		done := make(chan error, 1)
@@ -169,17 +162,10 @@ func TestIgnoredSignalsStayIgnored(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(runTimeout)
-		for {
-			if _, err := os.Stat(marker); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				cmd.Process.Kill()
-				cmd.Wait()
-				t.Fatalf("%s: the agent never started: %s", how, errb.String())
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !waitFile(marker) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s: the agent never started: %s", how, errb.String())
 		}
 		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH} {
 			cmd.Process.Signal(sig)
@@ -449,4 +435,15 @@ func TestWorkspaceUnderGrantedTmp(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOK(t, "control: with the .env gone, it runs again", s.agent("read", ws+"/notes.txt"))
+}
+
+// waitFile waits up to runTimeout for path to exist (an agent's "started"
+// marker); false when it never does.
+func waitFile(path string) bool {
+	for deadline := time.Now().Add(runTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+	}
+	return false
 }
