@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include <linux/stat.h>
 
 #define SYNC_FD 3
 #define MAX_FRAME (64u << 20)
@@ -835,8 +836,8 @@ static int read_table(struct table *t, const char *path, struct failure *f) {
 }
 
 static int mnt_id(int fd, uint64_t *id) {
-	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) != 0)
+	struct statx sx; // through syscall: musl names statx only since 1.2.5
+	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) != 0)
 		return -1;
 	*id = sx.stx_mnt_id;
 	return 0;
@@ -1340,16 +1341,52 @@ static int init_stage(char **envp) {
 // SIGHUP and SIGINT (launch.IgnoreInherited reads it).
 unsigned long long al_ignored_signals;
 
+// initial_args finds the process's arguments without the constructor's
+// parameters, which glibc passes and musl (the shipped build's C library,
+// scripts/build-launcher) does not: at a constructor environ still points
+// into the stack the kernel built at execve, where argc, argv's pointers
+// and their NULL come just before it (the System V ABI's initial process
+// stack). Walking back from environ, argc is the first word equal to the
+// number of pointers passed (a pointer is never a small number). Both C
+// libraries set program_invocation_name to argv[0] before any constructor
+// runs, which checks the result: a mismatch ends the process, so that the
+// init stage is never mistaken for the command line, nor the reverse.
+static char **initial_args(int *argc) {
+	char **envp = environ;
+	if (envp == NULL || envp[-1] != NULL)
+		goto lost;
+	long n = 0;
+	while ((long)envp[-2 - n] != n) {
+		if (++n > (1L << 24))
+			goto lost;
+	}
+	char **argv = envp - 1 - n;
+	if (n > 0 && argv[0] != program_invocation_name)
+		goto lost;
+	*argc = (int)n;
+	return argv;
+lost: {
+		static const char msg[] = "agent-launcher: cannot find this process's arguments at start-up (an unexpected C library start?); refusing to run\n";
+		(void)!write(2, msg, sizeof msg - 1);
+		_exit(125);
+	}
+}
+
 // al_init_stage runs the init stage and exits when the process was
 // started as one (argv[1] is the init argument); otherwise it records the
 // ignored signals and returns at once, and the program starts as usual.
-void al_init_stage(int argc, char **argv, char **envp) {
+void al_init_stage(void) {
+	int argc;
+	char **argv = initial_args(&argc);
 	if (argc < 2 || strcmp(argv[1], INIT_ARG) != 0) {
-		// The supervisor's few C allocations (cgo's record of each thread
-		// it starts) share one arena: each thread's first malloc would make
-		// its own, a 64 MiB reservation mapped, trimmed and faulted in
-		// (about 25 system calls fewer per run).
+#ifdef M_ARENA_MAX
+		// glibc: the supervisor's few C allocations (cgo's record of each
+		// thread it starts) share one arena: each thread's first malloc
+		// would make its own, a 64 MiB reservation mapped, trimmed and
+		// faulted in (about 25 system calls fewer per run). musl's
+		// allocator has no arenas.
 		mallopt(M_ARENA_MAX, 1);
+#endif
 		static const int forwarded[] = {SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
 		for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
 			struct sigaction sa;
@@ -1358,5 +1395,5 @@ void al_init_stage(int argc, char **argv, char **envp) {
 		}
 		return;
 	}
-	_exit(init_stage(envp));
+	_exit(init_stage(environ));
 }

@@ -4,13 +4,13 @@ package launch
 
 /*
 #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
-extern void al_init_stage(int argc, char **argv, char **envp);
+extern void al_init_stage(void);
 extern unsigned long long al_ignored_signals;
 
 // Before the Go runtime starts: the init stage (initstage.c) never
 // returns; any other run of the binary returns at once.
-__attribute__((constructor)) static void al_init_stage_ctor(int argc, char **argv, char **envp) {
-	al_init_stage(argc, argv, envp);
+__attribute__((constructor)) static void al_init_stage_ctor(void) {
+	al_init_stage();
 }
 */
 import "C"

@@ -1,0 +1,80 @@
+package kerneltest
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startRaw runs the launcher's binary with exactly argv (argv[0] included,
+// none at all when empty, which os/exec cannot do) and returns its stderr
+// and exit status.
+func startRaw(t *testing.T, argv []string) (string, int) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	p, err := os.StartProcess(launcher, argv, &os.ProcAttr{
+		Env:   []string{"PATH=/usr/bin:/bin"},
+		Files: []*os.File{null, null, w},
+	})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(runTimeout, func() { p.Kill() })
+	defer timer.Stop()
+	var out bytes.Buffer
+	out.ReadFrom(r)
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), st.ExitCode()
+}
+
+// TestArgumentsFoundAtStart: the constructor that decides, before the Go
+// runtime starts, whether this process is the init stage finds its
+// arguments itself (musl passes a constructor none): with no arguments at
+// all, with many, and with the init argument, each reaches the side it
+// names. The init stage's refusal without its socket is C's message, the
+// command line's are Go's, so each run shows which side took it.
+func TestArgumentsFoundAtStart(t *testing.T) {
+	const lost = "cannot find this process's arguments"
+	many := []string{"agent-launcher", "version"}
+	for i := range 20000 {
+		many = append(many, strings.Repeat("x", i%7))
+	}
+	for _, c := range []struct {
+		name string
+		argv []string
+		code int
+		want string
+	}{
+		{"no arguments, not even argv[0]", nil, 125, "Usage:"},
+		{"an empty argv[0]", []string{"", "version", "extra"}, 125, "version: takes no arguments"},
+		{"20,000 arguments", many, 125, "version: takes no arguments"},
+		{"the init argument, no sync socket", []string{"agent-launcher", "__agent-launcher-init"}, 125,
+			"is the launcher's internal init stage; use `agent-launcher run`"},
+		{"the init argument second to last", []string{"agent-launcher", "version", "__agent-launcher-init"}, 125,
+			"version: takes no arguments"},
+	} {
+		out, code := startRaw(t, c.argv)
+		if code != c.code || !strings.Contains(out, c.want) || strings.Contains(out, lost) {
+			t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", c.name, code, out, c.code, c.want)
+		}
+	}
+	// The control: the same binary, started as usual.
+	if out, code := startRaw(t, []string{"agent-launcher", "version"}); code != 0 || strings.Contains(out, lost) {
+		t.Errorf("version: exit %d, stderr %q", code, out)
+	}
+}
