@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"github.com/agent-launcher/agent-launcher/tiers"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -194,18 +193,3 @@ func (c fileCache) Get(key string) ([]byte, bool) {
 }
 
 func (c fileCache) Put(key string, value []byte) { storeEntry(c.dir, key, value, maxCacheEntries) }
-
-// missHook is a tiers.Cache that calls miss when an entry is not kept:
-// what follows is a compile.
-type missHook struct {
-	tiers.Cache
-	miss func()
-}
-
-func (c missHook) Get(key string) ([]byte, bool) {
-	b, ok := c.Cache.Get(key)
-	if !ok {
-		c.miss()
-	}
-	return b, ok
-}

@@ -42,10 +42,6 @@ type env struct {
 	// keptUnder is the plan cache's key of the floor run planned last (""
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string
-	// onCompile, when set, is called as load starts compiling automata
-	// it did not keep; onReplan as planFloorCached starts planning a
-	// floor it did not keep. Work of tens of milliseconds follows either.
-	onCompile, onReplan func()
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.
@@ -341,9 +337,6 @@ func (e *env) load(agent string) (*compiled, error) {
 	// The compiled automata are cached in the state directory: compiling
 	// the built-in rules costs more than the rest of a launch.
 	var cache tiers.Cache = fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")}
-	if e.onCompile != nil {
-		cache = missHook{cache, e.onCompile}
-	}
 	m, err := tiers.CompileCached(pol, cache)
 	if err != nil {
 		return nil, err

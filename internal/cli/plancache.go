@@ -247,13 +247,7 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 // depends on nothing but the key and the answers. cached says which.
 func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
 	e.keptUnder = ""
-	replanning := func() {
-		if e.onReplan != nil {
-			e.onReplan()
-		}
-	}
 	if os.Getenv(planCacheVar) == "0" {
-		replanning()
 		pl, _, notes, err = e.planFloor(p, abi, canary)
 		if err == nil {
 			launch.Trace("floor: planned (%d rules; %s=0)", len(pl.Rules), planCacheVar)
@@ -281,7 +275,6 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 			return pl, notes, true, nil
 		}
 	}
-	replanning()
 	rec := landlock.NewRecorder(landlock.OS())
 	pl, _, notes, reusable, err := e.planFloorOn(rec, p, abi, canary)
 	if err != nil {

@@ -368,18 +368,3 @@ func TestPlanCacheOff(t *testing.T) {
 		t.Fatalf("control: with the cache on, the second plan was not the kept one")
 	}
 }
-
-// run starts the init stage as a load begins compiling automata it did
-// not keep: missHook calls its hook on a miss only.
-func TestMissHook(t *testing.T) {
-	c := fileCache{dir: t.TempDir()}
-	misses := 0
-	h := missHook{c, func() { misses++ }}
-	if _, ok := h.Get("k"); ok || misses != 1 {
-		t.Fatalf("a miss: ok %v, %d calls; want a miss and one call", ok, misses)
-	}
-	h.Put("k", []byte("automata"))
-	if b, ok := h.Get("k"); !ok || string(b) != "automata" || misses != 1 {
-		t.Fatalf("a hit: %q, %v, %d calls; want the entry and no call", b, ok, misses)
-	}
-}

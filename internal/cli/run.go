@@ -47,27 +47,24 @@ func (c *command) run(args []string) int {
 	}
 	k, kerr := c.detectLandlock()
 	// Where the session will have a private view (Landlock runs it), its
-	// init stage starts once the floor is planned, or as work of tens of
-	// milliseconds begins that its start-up can run beside: compiling
-	// automata the load did not keep, planning a floor not kept. Started
-	// earlier, beside the kept plan's few milliseconds, it gained nothing
-	// (docs/design-amendments.md, the sixth and seventh passes). Whatever
-	// stops run before the agent starts kills it (Abort; Pdeathsig
-	// besides).
+	// init stage starts now, before the policy is loaded: it execs, makes
+	// its namespaces and waits for its configuration while the policy
+	// loads and the floor is planned (about 2 ms of a kept start here).
+	// It runs nothing of the agent's before "go", and whatever stops run
+	// first, a policy with errors included, kills it (Abort; Pdeathsig
+	// besides). A Go init stage started this early slowed the load more
+	// than it gained; the C one does not (docs/design-amendments.md, the
+	// sixth and ninth passes).
 	var pending *launch.Pending
-	startInit := func() {
-		if pending == nil && kerr == nil && landlock.RunSupported(k) == nil {
-			pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
-		}
+	if kerr == nil && landlock.RunSupported(k) == nil {
+		pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
 	}
 	defer func() {
 		if pending != nil {
 			pending.Abort()
 		}
 	}()
-	e.onCompile = startInit
 	p, err := e.load(pf.agent)
-	e.onCompile = nil
 	launch.Trace("policy loaded and compiled")
 	if err != nil {
 		c.reportPolicyError(err)
@@ -134,16 +131,11 @@ func (c *command) run(args []string) int {
 			session.Env = cache.env(&p.pol.Env, agentEnv)
 			var ok bool
 			launch.Trace("private view and agent cache planned")
-			e.onReplan = startInit
 			session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView)
-			e.onReplan = nil
 			if !ok {
 				return ExitFailure
 			}
 			session.View = e.view
-		}
-		if attempt == 0 {
-			startInit()
 		}
 		// The session-end review's first snapshot runs while the init
 		// stage starts; the agent starts only once it is taken.

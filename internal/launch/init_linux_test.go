@@ -55,14 +55,18 @@ func TestSyncPairDeadline(t *testing.T) {
 // constructor runs initstage.c before the Go runtime) with the sync
 // socket's other end at fd 3, as the supervisor does, and returns the
 // supervisor's end and the command, whose stderr goes to stderr (a file:
-// a pipe's copier would make Wait wait for every process that holds it).
-func startInitStage(t *testing.T, stderr *os.File, env ...string) (*os.File, *exec.Cmd) {
+// a pipe's copier would make Wait wait for every process that holds it);
+// view: started for a session with a private view (ViewArg).
+func startInitStage(t *testing.T, stderr *os.File, view bool, env ...string) (*os.File, *exec.Cmd) {
 	t.Helper()
 	conn, child, err := syncPair()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("/proc/self/exe", InitArg)
+	if view {
+		cmd.Args = append(cmd.Args, ViewArg)
+	}
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.Env = append([]string{}, env...)
 	cmd.Stderr = stderr
@@ -106,24 +110,28 @@ func TestInitStageRefusesMalformedConfig(t *testing.T) {
 			t.Fatalf("%s: the reference decoder takes it", name)
 		}
 	}
-	for name, payload := range cases {
-		stderr := tempFile(t)
-		conn, cmd := startInitStage(t, stderr)
-		if err := writeRawFrame(conn, payload); err != nil {
-			t.Fatal(err)
-		}
-		var rep report
-		err := readFrame(conn, &rep)
-		if err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, "reading the configuration") {
-			t.Errorf("%s: %+v, %v (stderr %q)", name, rep, err, contents(stderr))
-			cmd.Process.Kill() // taken: it would wait for "go"
-		}
-		if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
-			t.Errorf("%s: exit %v", name, err)
+	// Started for a view, PID 1 reads the configuration, in the session's
+	// namespaces; without, the init stage's first process does.
+	for _, view := range []bool{false, true} {
+		for name, payload := range cases {
+			stderr := tempFile(t)
+			conn, cmd := startInitStage(t, stderr, view)
+			if err := writeRawFrame(conn, payload); err != nil {
+				t.Fatal(err)
+			}
+			var rep report
+			err := readFrame(conn, &rep)
+			if err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, "reading the configuration") {
+				t.Errorf("%s (view %v): %+v, %v (stderr %q)", name, view, rep, err, contents(stderr))
+				cmd.Process.Kill() // taken: it would wait for "go"
+			}
+			if err := cmd.Wait(); cmd.ProcessState.ExitCode() != 125 {
+				t.Errorf("%s (view %v): exit %v", name, view, err)
+			}
 		}
 	}
 	stderr := tempFile(t)
-	conn, cmd := startInitStage(t, stderr)
+	conn, cmd := startInitStage(t, stderr, false)
 	if err := writeRawFrame(conn, good); err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +206,63 @@ func TestInitStageRefusesReplacedBind(t *testing.T) {
 	}
 }
 
+// TestInitStageViewArgMatchesConfig: the init stage started for a session
+// with a private view (ViewArg, its namespaces made before the
+// configuration comes) refuses a configuration without one, and started
+// without refuses one with a view: either would run the agent in a session
+// other than the one the supervisor planned. An argument it does not know
+// is refused too. Controls: each start with its own kind gets ready.
+func TestInitStageViewArgMatchesConfig(t *testing.T) {
+	pl := &landlock.Plan{Handled: landlock.ReadFile, Canary: "/etc/passwd"} // a floor that holds: ready
+	plain := newConfig(pl, "/bin/true", []string{"true"}, nil)
+	withView := newConfig(pl, "/bin/true", []string{"true"}, nil)
+	withView.View = &landlock.View{}
+	for _, c := range []struct {
+		name string
+		args []string
+		cfg  initConfig
+		want string // "" for ready
+	}{
+		{"a view, started for one", []string{ViewArg}, withView, ""},
+		{"no view, started for none", nil, plain, ""},
+		{"no view, started for one", []string{ViewArg}, plain, "started for a session with a private view, configured for one without"},
+		{"a view, started for none", nil, withView, "configured for a session with a private view, started for one without"},
+		{"an unknown argument", []string{"views"}, withView, "unexpected arguments"},
+		{"one argument too many", []string{ViewArg, ViewArg}, withView, "unexpected arguments"},
+	} {
+		conn, child, err := syncPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr := tempFile(t)
+		cmd := exec.Command("/proc/self/exe", append([]string{InitArg}, c.args...)...)
+		cmd.ExtraFiles = []*os.File{child}
+		cmd.Env = []string{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		child.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := writeRawFrame(conn, c.cfg.encode()); err != nil {
+			t.Fatal(err)
+		}
+		var rep report
+		err = readFrame(conn, &rep)
+		switch {
+		case c.want == "" && (err != nil || rep.Type != msgReady):
+			t.Errorf("%s: %+v, %v; want ready (stderr %q)", c.name, rep, err, contents(stderr))
+		case c.want != "" && (err != nil || rep.Type != msgError || !strings.Contains(rep.Msg, c.want)):
+			t.Errorf("%s: %+v, %v; want an error saying %q (stderr %q)", c.name, rep, err, c.want, contents(stderr))
+		}
+		conn.Close() // no "go": nothing runs
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 125 {
+			t.Errorf("%s: exit %d, want 125", c.name, code)
+		}
+	}
+}
+
 // TestInitStagePID1DiesWithRelay: the session's PID 1 does not outlive
 // the init stage's first process (the relay, the supervisor's child) even
 // when that dies between PID 1's fork and its parent-death signal, where
@@ -209,7 +274,7 @@ func TestInitStagePID1DiesWithRelay(t *testing.T) {
 	cfg.View = &landlock.View{}
 	const pause = "AGENT_LAUNCHER_TEST_PID1_PAUSE_MS=400"
 	stderr := tempFile(t)
-	conn, _ := startInitStage(t, stderr, pause)
+	conn, _ := startInitStage(t, stderr, true, pause)
 	if err := writeRawFrame(conn, cfg.encode()); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +283,7 @@ func TestInitStagePID1DiesWithRelay(t *testing.T) {
 		t.Fatalf("control: %+v, %v (stderr %q)", rep, err, contents(stderr))
 	}
 
-	conn, cmd := startInitStage(t, stderr, pause)
+	conn, cmd := startInitStage(t, stderr, true, pause)
 	if err := writeRawFrame(conn, cfg.encode()); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +372,7 @@ func TestInitStageGoIsStrict(t *testing.T) {
 	}
 	start := func() (*os.File, *exec.Cmd, *os.File) {
 		stderr := tempFile(t)
-		conn, cmd := startInitStage(t, stderr)
+		conn, cmd := startInitStage(t, stderr, false)
 		if err := writeRawFrame(conn, cfg.encode()); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +453,7 @@ func TestInitStageUndumpable(t *testing.T) {
 		t.Fatal(err)
 	}
 	stderr := tempFile(t)
-	cmd := exec.Command(bin, InitArg)
+	cmd := exec.Command(bin, InitArg, ViewArg)
 	cmd.ExtraFiles = []*os.File{child}
 	cmd.Env = []string{}
 	cmd.Stderr = stderr

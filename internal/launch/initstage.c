@@ -46,6 +46,7 @@
 #define SYNC_FD 3
 #define MAX_FRAME (64u << 20)
 #define INIT_ARG "__agent-launcher-init"
+#define VIEW_ARG "view" // launch.ViewArg
 #define CONFIG_MAGIC "agent-launcher config 1"  // and its NUL
 
 // System calls a libc of 2022 may not name.
@@ -1243,20 +1244,53 @@ static int refused(int e) {
 // stays the supervisor's child: it passes TERM, USR1 and USR2 on to PID 1
 // and exits with PID 1's status (128+N when signal N killed it); the
 // terminal's signals reach the session's process group directly.
-static int with_namespaces(const struct config *c) {
+// read_config reads and decodes the "config" frame (step 2), and marks
+// every fd beyond stdio close-on-exec, the socket included, and whatever
+// the supervisor inherited and passed on; 0, else the exit status (the
+// failure reported).
+static int read_config(struct config *c) {
+	size_t n;
+	int eof;
+	unsigned char *b = read_frame(&n, &eof);
+	if (b == NULL)
+		return fail(0, "init stage: reading the configuration: %s", eof ? "end of stream" : "malformed frame");
+	if (decode_config(b, n, c) != 0)
+		return fail(0, "init stage: reading the configuration: sync: malformed configuration");
+	free(b);
+	struct failure f;
+	if (cloexec_from(SYNC_FD, &f) != 0)
+		return fail(0, "init stage: %s", f.msg);
+	return 0;
+}
+
+// ns_failed reports a failure to make the session's namespaces once the
+// configuration has come, which the supervisor sends before it reads any
+// answer (a report it finds only after a failed write would be lost).
+static int ns_failed(int e, const char *what) {
+	struct config c;
+	if (read_config(&c) != 0)
+		return 125;
+	return fail(refused(e), "creating the session's %s: %s", what, errstr(e));
+}
+
+// with_namespaces makes the session's namespaces and PID 1 as soon as
+// the init stage runs, while the supervisor still loads the policy and
+// plans (the supervisor said the session has a view: ViewArg); PID 1
+// then reads the configuration and builds the view.
+static int with_namespaces(void) {
 	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
 	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0)
-		return fail(refused(errno), "creating the session's namespaces: unshare: %s", errstr(errno));
+		return ns_failed(errno, "namespaces: unshare");
 	char map[64];
 	if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT)
-		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/setgroups: %s", errstr(errno));
+		return ns_failed(errno, "namespaces: writing /proc/self/setgroups");
 	snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
 	if (write_file("/proc/self/uid_map", map) != 0)
-		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/uid_map: %s", errstr(errno));
+		return ns_failed(errno, "namespaces: writing /proc/self/uid_map");
 	snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
 	if (write_file("/proc/self/gid_map", map) != 0)
-		return fail(refused(errno), "creating the session's namespaces: writing /proc/self/gid_map: %s", errstr(errno));
+		return ns_failed(errno, "namespaces: writing /proc/self/gid_map");
 	sigset_t set, old;
 	sigemptyset(&set);
 	int sigs[] = {SIGCHLD, SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
@@ -1268,10 +1302,10 @@ static int with_namespaces(const struct config *c) {
 	// signal was set (which a death before then never sends).
 	int alive[2];
 	if (pipe2(alive, O_CLOEXEC) != 0)
-		return fail(0, "init stage: pipe: %s", errstr(errno));
+		return ns_failed(errno, "PID 1: pipe"); // EMFILE, ENFILE: not refused, no view to drop
 	pid_t child = fork();
 	if (child < 0)
-		return fail(refused(errno), "creating the session's PID namespace: fork: %s", errstr(errno));
+		return ns_failed(errno, "PID namespace: fork");
 	if (child == 0) {
 		if (pid1_pause_ms > 0) {
 			struct timespec ts = {pid1_pause_ms / 1000, (pid1_pause_ms % 1000) * 1000000};
@@ -1287,7 +1321,13 @@ static int with_namespaces(const struct config *c) {
 			_exit(125); // hung up: the parent is gone (nothing is ever written)
 		close(alive[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		return pid1(c);
+		struct config c;
+		int code = read_config(&c);
+		if (code != 0)
+			return code;
+		if (!c.has_view)
+			return fail(0, "init stage: started for a session with a private view, configured for one without");
+		return pid1(&c);
 	}
 	close(alive[0]);
 	close(SYNC_FD); // PID 1 and the agent report from here
@@ -1316,7 +1356,7 @@ static int with_namespaces(const struct config *c) {
 
 // ---- the entry ------------------------------------------------------------------
 
-static int init_stage(char **envp) {
+static int init_stage(int argc, char **argv, char **envp) {
 	for (char **e = envp; e != NULL && *e != NULL; e++) {
 		if (strncmp(*e, "AGENT_LAUNCHER_TRACE=", 21) == 0) {
 			long long n = strtoll(*e + 21, NULL, 10);
@@ -1336,23 +1376,17 @@ static int init_stage(char **envp) {
 		(void)!write(2, msg, sizeof msg - 1);
 		return 125;
 	}
-	size_t n;
-	int eof;
-	unsigned char *b = read_frame(&n, &eof);
-	if (b == NULL)
-		return fail(0, "init stage: reading the configuration: %s", eof ? "end of stream" : "malformed frame");
+	if (argc == 3 && strcmp(argv[2], VIEW_ARG) == 0)
+		return with_namespaces();
+	if (argc != 2)
+		return fail(0, "init stage: unexpected arguments (%d, the second \"%s\")", argc, argv[2]);
 	struct config c;
-	if (decode_config(b, n, &c) != 0)
-		return fail(0, "init stage: reading the configuration: sync: malformed configuration");
-	free(b);
-	// Stray fds: everything beyond stdio closes at execve, including the
-	// socket and whatever the supervisor inherited and passed on.
-	struct failure f;
-	if (cloexec_from(SYNC_FD, &f) != 0)
-		return fail(0, "init stage: %s", f.msg);
+	int code = read_config(&c);
+	if (code != 0)
+		return code;
 	if (c.has_view)
-		return with_namespaces(&c);
-	int code = confine(&c, NULL, 0, 0);
+		return fail(0, "init stage: configured for a session with a private view, started for one without (" VIEW_ARG ")");
+	code = confine(&c, NULL, 0, 0);
 	if (code != 0)
 		return code;
 	execve(c.path, c.argv.s, c.env.s);
@@ -1419,5 +1453,5 @@ void al_init_stage(void) {
 		}
 		return;
 	}
-	_exit(init_stage(environ));
+	_exit(init_stage(argc, argv, environ));
 }

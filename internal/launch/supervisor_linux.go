@@ -408,9 +408,13 @@ func syncPair() (conn, child *os.File, err error) {
 // init stage's end of the sync socket, at fd 3, and pty, if not nil, as
 // its stdio and controlling terminal.
 func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
+	args := []string{"agent-launcher", InitArg}
+	if s.View != nil {
+		args = append(args, ViewArg)
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       []string{"agent-launcher", InitArg},
+		Args:       args,
 		Env:        initEnv(),
 		Stdin:      s.Stdin,
 		Stdout:     s.Stdout,

@@ -18,22 +18,25 @@
 //	step  supervisor                          init stage (initstage.c)
 //	----  ----------------------------------  -------------------------------------------
 //	 1    start the init stage (vfork):
-//	      /proc/self/exe InitArg, fd 3 =
-//	      socket, setsid, Pdeathsig SIGKILL,
+//	      /proc/self/exe InitArg [ViewArg],
+//	      fd 3 = socket, setsid, Pdeathsig SIGKILL,
 //	      from a locked OS thread that
 //	      outlives it; without a view, as a
 //	      child subreaper, and in a cgroup of
 //	      its own (clone3 with
 //	      CLONE_INTO_CGROUP) where it can
 //	      make one (cgroup_linux.go)
-//	 2    -> "config" (plan, view, argv, env; mark every fd but 0-2 close-on-exec
-//	      the view checked, the binds sorted
-//	      by path)
-//	 3                                        with a view: unshare new user, mount and
-//	                                          PID namespaces, map its own uid and gid
-//	                                          1:1 (setgroups denied), fork PID 1 and
-//	                                          stay as its parent (pass TERM, USR1,
-//	                                          USR2 on; exit with its status). PID 1
+//	 2                                        with a view (ViewArg), at once, while the
+//	                                          supervisor still loads and plans: unshare
+//	                                          new user, mount and PID namespaces, map
+//	                                          its own uid and gid 1:1 (setgroups
+//	                                          denied), fork PID 1 and stay as its parent
+//	                                          (pass TERM, USR1, USR2 on; exit with its
+//	                                          status); a failure here is reported after
+//	                                          step 3's "config" is read
+//	 3    -> "config" (plan, view, argv, env; read by PID 1 (with a view): mark
+//	      the view checked, the binds sorted  every fd but 0-2 close-on-exec; a view
+//	      by path)                            only with ViewArg, none without. PID 1
 //	                                          builds the view: MS_REC|MS_PRIVATE on /,
 //	                                          private tmpfs, kept paths bound back,
 //	                                          sockets hidden, the agent's cache bound at
@@ -66,10 +69,10 @@
 //	      agent runs; wait, forward signals,
 //	      pass its status through
 //
-// Any failure in steps 2-5 is reported as <- "error" and the init stage exits
-// 125 without running the agent; an "error" with "view" set came from the
-// namespaces or mounts of step 3, and the supervisor may start again
-// without a view. The supervisor kills the init stage if
+// Any failure in steps 2-5 is reported as <- "error", after "config", and
+// the init stage exits 125 without running the agent; an "error" with
+// "view" set came from the namespaces or mounts of steps 2 and 3, and the
+// supervisor may start again without a view. The supervisor kills the init stage if
 // "ready" does not arrive within ReadyTimeout. Frames are at most
 // maxFrame bytes.
 package launch
@@ -90,6 +93,11 @@ import (
 // InitArg is the first argument that makes the launcher's binary run the
 // init stage.
 const InitArg = "__agent-launcher-init"
+
+// ViewArg, the init stage's second argument, says that the session has a
+// private view: the init stage makes its namespaces before the
+// configuration comes (step 2 of the sync protocol).
+const ViewArg = "view"
 
 // ReadyTimeout bounds steps 2-6.
 const ReadyTimeout = 30 * time.Second
