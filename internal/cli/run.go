@@ -153,8 +153,8 @@ func (c *command) run(args []string) int {
 			close(snapped)
 		}()
 		plan, view := session.Plan, noView
+		session.BeforeStart = func() { <-snapped }
 		session.Ready = func(end launch.Ending) {
-			<-snapped
 			if plan != nil {
 				c.startLine(argv, pf.agent, e, plan, view, end, cache)
 			}

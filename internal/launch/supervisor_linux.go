@@ -40,9 +40,14 @@ type Session struct {
 	// directory, entered again inside the view.
 	View *landlock.View
 	Cwd  string
-	// Ready, if set, is called once the floor is in force, before the
-	// agent starts (the start-up line), with how the session's processes
-	// will end (the zero Ending with a view).
+	// BeforeStart, if set, is called once the init stage has its
+	// configuration, and the agent waits until it returns (the session
+	// review's first snapshot).
+	BeforeStart func()
+	// Ready, if set, is called once the floor is in force (the start-up
+	// line), with how the session's processes will end (the zero Ending
+	// with a view). The agent may be starting already: "go" is sent
+	// without waiting for "ready".
 	Ready func(Ending)
 }
 
@@ -327,6 +332,17 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		p.kill()
 		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
+	// "go" follows at once, once what must precede the agent is done: the
+	// init stage finds it when it is ready, without a round trip through
+	// this process (a wake-up of each, 1-2 ms here). An init stage that
+	// fails never reads it; its "error" is read below even when it had
+	// exited before "go" was written.
+	if s.BeforeStart != nil {
+		s.BeforeStart()
+	}
+	stopWatch := watchCarved(s.Plan, s.Notice)
+	defer stopWatch()
+	goErr := writeFrame(conn, report{Type: msgGo})
 	var rep report
 	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
 		p.kill()
@@ -343,14 +359,12 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
 	}
 	Trace("init stage ready")
+	if goErr != nil {
+		p.kill()
+		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", goErr)}
+	}
 	if s.Ready != nil {
 		s.Ready(p.end)
-	}
-	stopWatch := watchCarved(s.Plan, s.Notice)
-	defer stopWatch()
-	if err := writeFrame(conn, report{Type: msgGo}); err != nil {
-		p.kill()
-		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", err)}
 	}
 	// EOF: execve succeeded and closed the socket (close-on-exec).
 	conn.SetDeadline(time.Time{})

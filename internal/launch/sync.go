@@ -61,9 +61,13 @@
 //	 5                                        [seccomp, a later release: load the filter,
 //	                                          <- "listener" with the fd (SCM_RIGHTS); from
 //	                                          here on only untrapped syscalls]
-//	 6    (start watchers, signal forwarding) <- "ready"
-//	 7    -> "go"                             execve(agent); on failure <- "exec-error"
-//	                                          and exit 126 (127: not found)
+//	 6    -> "go", right after "config", once <- "ready"
+//	      what precedes the agent is done
+//	      (Session.BeforeStart, watchers);
+//	      not waiting for "ready"
+//	 7    (the start-up line, on "ready")     read "go"; execve(agent); on failure
+//	                                          <- "exec-error" and exit 126 (127: not
+//	                                          found)
 //	 8    EOF on the socket (close-on-exec;
 //	      the others closed theirs): the
 //	      agent runs; wait, forward signals,
