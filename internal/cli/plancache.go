@@ -167,32 +167,47 @@ func (e *env) planCache() planCache {
 // every question as it did; fsys is the filesystem the plan was made on
 // (landlock.OS(), the host's: the recorder sat below the view).
 func (c planCache) get(key string, fsys landlock.FS) (*landlock.Plan, []string, bool) {
+	pl, notes, obs, ok := c.kept(key)
+	if !ok || !holds(obs, fsys) {
+		return nil, nil, false
+	}
+	return pl, notes, true
+}
+
+// kept returns the plan kept under key and the questions to the
+// filesystem it depends on, not asked yet (holds asks them).
+func (c planCache) kept(key string) (*landlock.Plan, []string, landlock.Observations, bool) {
 	d, err := openEntryDir(c.dir, false)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	defer d.close()
 	b, ok := d.read(key, maxPlanEntry)
 	if !ok {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	k, obs, pl, notes, err := decodePlanEntry(b)
 	if err != nil || k != key || len(obs) == 0 {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	launch.Trace("floor: kept plan read (%d questions)", len(obs))
-	if !obs.Hold(fsys) {
-		if launch.Tracing() {
-			// Which answers changed, asked once more: only for the trace.
-			for _, o := range obs {
-				if !(landlock.Observations{o}).Hold(fsys) {
-					launch.Trace("floor: the kept plan does not hold: %s", o)
-				}
+	return pl, notes, obs, true
+}
+
+// holds asks obs of fsys again: whether a kept plan still holds.
+func holds(obs landlock.Observations, fsys landlock.FS) bool {
+	if obs.Hold(fsys) {
+		return true
+	}
+	if launch.Tracing() {
+		// Which answers changed, asked once more: only for the trace.
+		for _, o := range obs {
+			if !(landlock.Observations{o}).Hold(fsys) {
+				launch.Trace("floor: the kept plan does not hold: %s", o)
 			}
 		}
-		return nil, nil, false
 	}
-	return pl, notes, true
+	return false
 }
 
 // walkIndexName is the name of the review walk's index kept beside the
@@ -246,14 +261,50 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 // still answers as it did, else a new plan, kept for the next run when it
 // depends on nothing but the key and the answers. cached says which.
 func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
+	pl, notes, hold, err := e.planFloorUnchecked(p, abi, canary)
+	if err != nil || hold == nil {
+		return pl, notes, false, err
+	}
+	if hold() {
+		return pl, notes, true, nil
+	}
+	return e.planFloorFresh(p, abi, canary)
+}
+
+// planFloorUnchecked is planFloorCached without the check that a kept
+// plan holds: it returns the kept plan with hold, which asks whether the
+// filesystem still answers as it did, not yet asked (run sends the plan to
+// the init stage meanwhile, and starts nothing unless it holds; else it
+// plans afresh: planFloorFresh). hold is nil for a plan made afresh.
+func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, hold func() bool, err error) {
 	e.keptUnder = ""
 	if os.Getenv(planCacheVar) == "0" {
 		pl, _, notes, err = e.planFloor(p, abi, canary)
 		if err == nil {
 			launch.Trace("floor: planned (%d rules; %s=0)", len(pl.Rules), planCacheVar)
 		}
-		return pl, notes, false, err
+		return pl, notes, nil, err
 	}
+	key, kerr := e.keptDirs(p, abi, canary)
+	if kerr == nil {
+		if pl, notes, obs, ok := e.planCache().kept(key); ok {
+			return pl, notes, func() bool {
+				if !holds(obs, landlock.OS()) {
+					return false
+				}
+				launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
+				return true
+			}, nil
+		}
+	}
+	pl, notes, _, err = e.planFloorFresh(p, abi, canary)
+	return pl, notes, nil, err
+}
+
+// keptDirs digests the plan key, makes the directories the launcher
+// writes in (before anything is planned), and sets keptUnder: the key,
+// or an error when no plan can be kept.
+func (e *env) keptDirs(p *compiled, abi int, canary string) (string, error) {
 	key, kerr := e.planKey(p, abi, canary)
 	launch.Trace("floor: plan key digested")
 	c := e.planCache()
@@ -270,11 +321,15 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 	}
 	if kerr == nil {
 		e.keptUnder = key
-		if pl, notes, ok := c.get(key, landlock.OS()); ok {
-			launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
-			return pl, notes, true, nil
-		}
 	}
+	return key, kerr
+}
+
+// planFloorFresh plans the floor afresh and keeps the plan under the
+// key keptDirs set, when it depends on nothing but the key and the
+// answers (none when keptDirs failed). keptDirs comes first.
+func (e *env) planFloorFresh(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, cached bool, err error) {
+	key := e.keptUnder
 	rec := landlock.NewRecorder(landlock.OS())
 	pl, _, notes, reusable, err := e.planFloorOn(rec, p, abi, canary)
 	if err != nil {
@@ -282,8 +337,8 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 	}
 	obs, consistent := rec.Observations()
 	launch.Trace("floor: planned (%d rules, %d questions to the filesystem)", len(pl.Rules), len(obs))
-	if kerr == nil && reusable && consistent {
-		c.put(key, obs, pl, notes)
+	if key != "" && reusable && consistent {
+		e.planCache().put(key, obs, pl, notes)
 	}
 	return pl, notes, false, nil
 }

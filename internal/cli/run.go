@@ -118,8 +118,15 @@ func (c *command) run(args []string) int {
 	// refuses the namespaces it needs, the floor is planned again for the
 	// host's tree and the session runs without one, saying so.
 	noView := ""
+	// A kept plan goes to the init stage before the check that it still
+	// holds, which runs while the init stage builds the view and applies
+	// it; the agent starts only once it passed. When it does not, run
+	// starts again, planning afresh (about 2 ms of a kept start here:
+	// docs/design-amendments.md, the ninth pass).
+	speculate := true
 	for attempt := 0; ; attempt++ {
 		var cache *agentCache
+		var hold func() bool
 		if k.ABI >= 1 {
 			if noView == "" {
 				e.view = e.privateView(p.pol, cwd)
@@ -129,10 +136,14 @@ func (c *command) run(args []string) int {
 			}
 			cache = e.addAgentCache(p.m, pf.agent, true) // in the view: planned with it
 			session.Env = cache.env(&p.pol.Env, agentEnv)
-			var ok bool
 			launch.Trace("private view and agent cache planned")
-			session.Plan, ok = c.prepareFloor(e, p, k, cwd, noView)
-			if !ok {
+			var err error
+			session.Plan, hold, err = c.prepareFloor(e, p, k, cwd, noView, speculate)
+			if errors.Is(err, errStalePlan) {
+				speculate = false
+				continue
+			}
+			if err != nil {
 				return ExitFailure
 			}
 			session.View = e.view
@@ -153,7 +164,13 @@ func (c *command) run(args []string) int {
 			close(snapped)
 		}()
 		plan, view := session.Plan, noView
-		session.BeforeStart = func() { <-snapped }
+		session.BeforeStart = func() error {
+			if hold != nil && !hold() {
+				return errStalePlan
+			}
+			<-snapped
+			return nil
+		}
 		session.Ready = func(end launch.Ending) {
 			if plan != nil {
 				c.startLine(argv, pf.agent, e, plan, view, end, cache)
@@ -163,8 +180,13 @@ func (c *command) run(args []string) int {
 			c.errorf("%s", droppedLine(dropped))
 		}
 		var code int
-		if attempt == 0 && pending != nil && session.View != nil {
+		if pending != nil && session.View == nil {
+			pending.Abort() // started for a view
+			pending = nil
+		}
+		if pending != nil {
 			code, err = pending.Run(c.ctx, session)
+			pending = nil // Run ended it
 		} else {
 			code, err = launch.Run(c.ctx, session)
 		}
@@ -192,6 +214,10 @@ func (c *command) run(args []string) int {
 			noView = ve.Msg
 			continue
 		}
+		if errors.Is(err, errStalePlan) {
+			speculate = false
+			continue
+		}
 		if err != nil {
 			var ee *launch.ExecError
 			if errors.As(err, &ee) {
@@ -205,48 +231,83 @@ func (c *command) run(args []string) int {
 	}
 }
 
+// errStalePlan: a kept plan that no longer holds, found after it was
+// used (prepareFloor with speculate); run starts again, planning afresh.
+var errStalePlan = errors.New("the kept plan no longer holds")
+
 // prepareFloor plans the floor for e.view (nil: the host's tree) and runs
-// the start-up checks; false when run must stop (the reason printed).
+// the start-up checks; an error when run must stop (the reason printed).
 // noView says why a view was refused, if it was: the notes and warnings
-// were printed for the first plan.
-func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noView string) (*landlock.Plan, bool) {
+// were printed for the first plan. With speculate, a kept plan comes with
+// hold, the check that it still holds, not yet made: it must pass before
+// the agent starts, and it prints the plan's notes and warnings when it
+// does. When a start-up check refuses a kept plan, hold is asked first:
+// errStalePlan when it does not hold (plan afresh, speculate false).
+func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noView string, speculate bool) (*landlock.Plan, func() bool, error) {
 	canary, err := prepareCanary(e.launcher.StateDir)
 	if err != nil {
 		c.errorf("run: %v; nothing was run", err)
-		return nil, false
+		return nil, nil, err
 	}
-	plan, notes, _, err := e.planFloorCached(p, k.ABI, canary)
-	if noView == "" {
+	var plan *landlock.Plan
+	var notes []string
+	var hold func() bool
+	if speculate {
+		plan, notes, hold, err = e.planFloorUnchecked(p, k.ABI, canary)
+	} else {
+		plan, notes, _, err = e.planFloorCached(p, k.ABI, canary)
+	}
+	report := func() {
+		if noView != "" {
+			return
+		}
 		for _, n := range notes {
 			c.errorf("%s", n)
 		}
+		if err == nil {
+			for _, w := range plan.Warnings {
+				c.errorf("warning: %s", w)
+			}
+		}
 	}
 	if err != nil {
+		report()
 		c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
-		return nil, false
+		return nil, nil, err
 	}
-	if noView == "" {
-		for _, w := range plan.Warnings {
-			c.errorf("warning: %s", w)
+	if hold == nil {
+		report()
+	} else {
+		kept := hold
+		hold = func() bool {
+			if !kept() {
+				return false
+			}
+			report()
+			return true
 		}
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		c.errorf("run: reading the mount table for the bind-mount check: %v; nothing was run", err)
-		return nil, false
-	}
-	mounts, err := landlock.ParseMountinfo(string(mi))
-	if err == nil {
-		err = landlock.CheckMounts(plan, mounts)
-	}
-	if err == nil {
-		err = insideProtected(plan, cwd)
+		err = fmt.Errorf("reading the mount table for the bind-mount check: %v", err)
+	} else {
+		var mounts []landlock.Mount
+		mounts, err = landlock.ParseMountinfo(string(mi))
+		if err == nil {
+			err = landlock.CheckMounts(plan, mounts)
+		}
+		if err == nil {
+			err = insideProtected(plan, cwd)
+		}
 	}
 	if err != nil {
+		if hold != nil && !hold() {
+			return nil, nil, errStalePlan
+		}
 		c.errorf("run: %v; nothing was run", err)
-		return nil, false
+		return nil, nil, err
 	}
-	return plan, true
+	return plan, hold, nil
 }
 
 // insideProtected refuses a working directory or an inherited stdio fd

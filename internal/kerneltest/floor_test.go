@@ -366,6 +366,12 @@ func TestPlanCache(t *testing.T) {
 	if strings.Contains(r.stdout, envSec) || !strings.Contains(r.stderr, "floor: planned") {
 		t.Errorf("the session after the .env appeared: %s", r)
 	}
+	// The kept plan went to the init stage before it was found stale
+	// (run's speculation): that init stage ended unused, and the session
+	// started once, with the plan made afresh.
+	if !strings.Contains(r.stderr, "floor: the kept plan does not hold") || strings.Count(r.stderr, "agent-launcher: confining") != 1 {
+		t.Errorf("the session after the .env appeared: want the kept plan read, found stale and one start: %s", r.stderr)
+	}
 	wantOK(t, "control: its sibling stays readable", s.agent("read", s.ws+"/sub/notes.txt"))
 
 	// Directory stamps (landlock/stamp.go): a directory at rest when the

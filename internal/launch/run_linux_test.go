@@ -2,8 +2,10 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,7 +38,7 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	run := func(marker string, before func()) int {
+	run := func(marker string, before func() error) int {
 		pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
 			Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
 		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `test -e "$1" || exit 3`, "sh", marker},
@@ -50,23 +52,75 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 		return code
 	}
 	marker := filepath.Join(dir, "taken")
-	code := run(marker, func() {
+	code := run(marker, func() error {
 		time.Sleep(300 * time.Millisecond) // the agent would have started long before
-		if err := os.WriteFile(marker, nil, 0o644); err != nil {
-			t.Error(err)
-		}
+		return os.WriteFile(marker, nil, 0o644)
 	})
 	if code != 0 {
 		t.Errorf("the agent started before BeforeStart returned: exit %d, want 0", code)
 	}
 	late := filepath.Join(dir, "late")
-	code = run(late, func() {
+	code = run(late, func() error {
 		go func() {
 			time.Sleep(300 * time.Millisecond)
 			os.WriteFile(late, nil, 0o644)
 		}()
+		return nil
 	})
 	if code != 3 {
 		t.Errorf("control, the marker made after BeforeStart returned: exit %d, want 3", code)
+	}
+}
+
+// TestBeforeStartErrorStopsAgent: an error from Session.BeforeStart (run:
+// a kept plan that no longer holds) ends the init stage, which has its
+// configuration and may be ready, without starting the agent, and Run
+// returns the error. The agent would make a file; control: with no error
+// it does.
+func TestBeforeStartErrorStopsAgent(t *testing.T) {
+	dir := t.TempDir()
+	rule := func(p string, access landlock.Access) landlock.Rule {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
+		}
+		return landlock.Rule{Path: p, Dir: true, Access: access, Dev: st.Dev, Ino: st.Ino}
+	}
+	canary := filepath.Join(dir, "canary")
+	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(out, 0o777)
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	read := landlock.ReadFile | landlock.ReadDir | landlock.Execute
+	stale := errors.New("the kept plan no longer holds")
+	for _, c := range []struct {
+		name   string
+		before error
+	}{{"the control, no error", nil}, {"an error", stale}} {
+		ran := filepath.Join(out, strings.ReplaceAll(c.name, " ", "-"))
+		pl := &landlock.Plan{Handled: read | landlock.WriteFile | landlock.MakeReg, Canary: canary,
+			Rules: []landlock.Rule{rule("/usr", read), rule("/etc", read), rule(out, landlock.WriteFile|landlock.MakeReg)}}
+		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
+			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/",
+			BeforeStart: func() error { time.Sleep(100 * time.Millisecond); return c.before }}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		code, err := Run(ctx, s)
+		cancel()
+		_, statErr := os.Stat(ran)
+		switch {
+		case c.before == nil && (err != nil || code != 0 || statErr != nil):
+			t.Errorf("%s: exit %d, %v; the agent's file: %v", c.name, code, err, statErr)
+		case c.before != nil && (!errors.Is(err, stale) || statErr == nil):
+			t.Errorf("%s: %v, want the error; the agent's file: %v, want none", c.name, err, statErr)
+		}
 	}
 }

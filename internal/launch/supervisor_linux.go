@@ -41,9 +41,11 @@ type Session struct {
 	View *landlock.View
 	Cwd  string
 	// BeforeStart, if set, is called once the init stage has its
-	// configuration, and the agent waits until it returns (the session
-	// review's first snapshot).
-	BeforeStart func()
+	// configuration, and the agent waits until it returns (run: the check
+	// that a kept plan still holds, the session review's first snapshot).
+	// An error ends the init stage without starting the agent, and Run
+	// returns it.
+	BeforeStart func() error
 	// Ready, if set, is called once the floor is in force (the start-up
 	// line), with how the session's processes will end (the zero Ending
 	// with a view). The agent may be starting already: "go" is sent
@@ -338,7 +340,10 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	// fails never reads it; its "error" is read below even when it had
 	// exited before "go" was written.
 	if s.BeforeStart != nil {
-		s.BeforeStart()
+		if err := s.BeforeStart(); err != nil {
+			p.kill()
+			return 0, err
+		}
 	}
 	stopWatch := watchCarved(s.Plan, s.Notice)
 	defer stopWatch()
