@@ -2,10 +2,15 @@ package kerneltest
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // startRaw runs the launcher's binary with exactly argv (argv[0] included,
@@ -76,5 +81,54 @@ func TestArgumentsFoundAtStart(t *testing.T) {
 	// The control: the same binary, started as usual.
 	if out, code := startRaw(t, []string{"agent-launcher", "version"}); code != 0 || strings.Contains(out, lost) {
 		t.Errorf("version: exit %d, stderr %q", code, out)
+	}
+}
+
+// TestStartLineBeforeAgentOutput: the start-up line reaches the operator
+// before anything the agent writes, with stdout and stderr on one pipe
+// and no pty (found by review: "go" written before "ready" let the agent
+// run while the line was still to be printed). Pinned to one CPU that a
+// spinning thread keeps busy, where the race showed in 26 of 30 runs; 20
+// runs here.
+func TestStartLineBeforeAgentOutput(t *testing.T) {
+	needKernel(t)
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		t.Fatalf("taskset (util-linux) is needed: %v", err)
+	}
+	s := newSandbox(t, standard)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		runtime.LockOSThread()
+		var one unix.CPUSet
+		one.Set(0)
+		unix.SchedSetaffinity(0, &one)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+	const out = "AGENT-OUTPUT"
+	for i := range 20 {
+		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+		cmd := exec.CommandContext(ctx, taskset, "-c", "0", launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/echo", out)
+		cmd.Env = s.env()
+		cmd.Dir = s.ws
+		var both bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &both, &both
+		err := cmd.Run()
+		cancel()
+		text := both.String()
+		line, agent := strings.Index(text, "agent-launcher: confining"), strings.Index(text, out)
+		if err != nil || line < 0 || agent < 0 {
+			t.Fatalf("run %d: %v, output %q; want the start-up line and the agent's output", i, err, text)
+		}
+		if agent < line {
+			t.Fatalf("run %d: the agent's output came before the start-up line:\n%s", i, text)
+		}
 	}
 }
