@@ -224,6 +224,10 @@ func (c *command) run(args []string) int {
 				c.errorf("run: %s", ee)
 				return ee.ExitCode()
 			}
+			if se := (*launch.SetupError)(nil); errors.As(err, &se) && se.Started {
+				c.errorf("run: %s; it was ended with whatever it had started", err)
+				return ExitFailure
+			}
 			c.errorf("run: %s; nothing was run", err)
 			return ExitFailure
 		}

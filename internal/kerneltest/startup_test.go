@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,19 +98,14 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 		t.Fatalf("taskset (util-linux) is needed: %v", err)
 	}
 	s := newSandbox(t, standard)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
+	var stop atomic.Bool
+	defer stop.Store(true)
+	go func() { // spins on CPU 0 (the loop is the point)
 		runtime.LockOSThread()
 		var one unix.CPUSet
 		one.Set(0)
 		unix.SchedSetaffinity(0, &one)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
+		for !stop.Load() {
 		}
 	}()
 	const out = "AGENT-OUTPUT"

@@ -41,7 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
-#include <linux/stat.h>
 
 #define SYNC_FD 3
 #define MAX_FRAME (64u << 20)
@@ -843,11 +842,21 @@ static int read_table(struct table *t, const char *path, struct failure *f) {
 	return 0;
 }
 
+// struct statx as the kernel lays it out (include/uapi/linux/stat.h), for
+// its mount id alone: through the system call, as musl names statx only
+// since 1.2.5, where <sys/stat.h> then defines what <linux/stat.h> does.
+struct al_statx {
+	unsigned char head[0x90];
+	uint64_t mnt_id; // stx_mnt_id, at 0x90
+	unsigned char tail[0x100 - 0x98];
+};
+_Static_assert(sizeof(struct al_statx) == 0x100, "struct statx is 256 bytes");
+
 static int mnt_id(int fd, uint64_t *id) {
-	struct statx sx; // through syscall: musl names statx only since 1.2.5
+	struct al_statx sx;
 	if (syscall(SYS_statx, fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) != 0)
 		return -1;
-	*id = sx.stx_mnt_id;
+	*id = sx.mnt_id;
 	return 0;
 }
 
@@ -1117,16 +1126,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 
 // ---- PID 1 -----------------------------------------------------------------
 
-// pid1 is the init stage with a private view (steps 3-7 of the sync
-// protocol): it builds the view, then forks the process that confines
-// itself (Landlock, no capabilities) and becomes the agent. PID 1 itself
-// stays outside the agent's Landlock domain and undumpable, so that the
-// scopes and the ptrace rules keep the agent from signalling, tracing or
-// reading it. It reaps, passes TERM, USR1 and USR2 on to the agent (the
-// supervisor sends the terminal's signals to the whole process group,
-// which reaches the agent directly) and exits with the agent's status,
-// 128+N when signal N killed it, which ends every process of the session.
-// The process that becomes the agent, started by PID 1 with
+// agent_main is the process that becomes the agent, started by PID 1 with
 // CLONE_VM|CLONE_VFORK: it shares PID 1's memory, which stays suspended
 // until its execve or exit, so no page table is copied and no page is
 // faulted again for it (a fork of PID 1 took 0.7 ms here). It runs on its
@@ -1155,6 +1155,18 @@ static int agent_main(void *p) {
 	_exit(exec_failed(errno));
 }
 
+// pid1 is the init stage with a private view (steps 3-7 of the sync
+// protocol): it builds the view, then starts the process that confines
+// itself (Landlock, no capabilities) and becomes the agent (agent_main).
+// PID 1 itself stays outside the agent's Landlock domain and undumpable,
+// so that the scopes and the ptrace rules keep the agent from signalling,
+// tracing or reading it. It reaps, passes TERM, USR1 and USR2 on to the
+// agent (the supervisor sends the terminal's signals to the whole process
+// group, which reaches the agent directly) and exits with the agent's
+// status, 128+N when signal N killed it, which ends every process of the
+// session. Until the agent's execve it is suspended in the kernel (the
+// vfork; state D, killable): TERM, USR1 and USR2 wait until then, and are
+// passed on to the agent as it starts.
 static int pid1(const struct config *c) {
 	// PID 1 never execs: what it holds beyond stdio and the socket it
 	// closes now, not at an execve.
@@ -1233,17 +1245,6 @@ static int refused(int e) {
 	return e == EPERM || e == EACCES || e == EINVAL || e == ENOSPC || e == EUSERS;
 }
 
-// with_namespaces is the init stage with a private view: it makes new
-// user, mount and PID namespaces itself, maps its own ids 1:1 (never 0 for
-// an operator who is not root; an unprivileged process may map only its
-// own ids, with setgroups denied), and forks the session's PID 1, which
-// builds the view (pid1). The supervisor started this process with a
-// plain vfork: a clone into new namespaces of its own would have copied
-// the supervisor's whole address space (a full fork, 4-8 ms here, and a
-// copy-on-write fault on every page it wrote afterwards). This process
-// stays the supervisor's child: it passes TERM, USR1 and USR2 on to PID 1
-// and exits with PID 1's status (128+N when signal N killed it); the
-// terminal's signals reach the session's process group directly.
 // read_config reads and decodes the "config" frame (step 2), and marks
 // every fd beyond stdio close-on-exec, the socket included, and whatever
 // the supervisor inherited and passed on; 0, else the exit status (the
@@ -1263,20 +1264,32 @@ static int read_config(struct config *c) {
 	return 0;
 }
 
-// ns_failed reports a failure to make the session's namespaces once the
-// configuration has come, which the supervisor sends before it reads any
-// answer (a report it finds only after a failed write would be lost).
+// ns_failed reports a failure to make the session's namespaces at once:
+// the supervisor looks for it as it sends the configuration, and starts
+// without a view without waiting for anything else (where a host
+// restricts user namespaces, every run does). The configuration is read
+// and dropped then, so that the supervisor's write does not fail.
 static int ns_failed(int e, const char *what) {
-	struct config c;
-	if (read_config(&c) != 0)
-		return 125;
-	return fail(refused(e), "creating the session's %s: %s", what, errstr(e));
+	int code = fail(refused(e), "creating the session's %s: %s", what, errstr(e));
+	size_t n;
+	int eof;
+	free(read_frame(&n, &eof));
+	return code;
 }
 
-// with_namespaces makes the session's namespaces and PID 1 as soon as
-// the init stage runs, while the supervisor still loads the policy and
-// plans (the supervisor said the session has a view: ViewArg); PID 1
-// then reads the configuration and builds the view.
+// with_namespaces is the init stage with a private view (ViewArg): as
+// soon as it runs, while the supervisor still loads the policy and plans,
+// it makes new user, mount and PID namespaces itself, maps its own ids
+// 1:1 (never 0 for an operator who is not root; an unprivileged process
+// may map only its own ids, with setgroups denied), and forks the
+// session's PID 1, which reads the configuration and builds the view
+// (pid1). The supervisor started this process with a plain vfork: a clone
+// into new namespaces of its own would have copied the supervisor's whole
+// address space (a full fork, 4-8 ms here, and a copy-on-write fault on
+// every page it wrote afterwards). This process stays the supervisor's
+// child: it passes TERM, USR1 and USR2 on to PID 1 and exits with PID 1's
+// status (128+N when signal N killed it); the terminal's signals reach
+// the session's process group directly.
 static int with_namespaces(void) {
 	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
 	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();

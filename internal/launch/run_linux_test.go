@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -121,6 +122,74 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 			t.Errorf("%s: exit %d, %v; the agent's file: %v", c.name, code, err, statErr)
 		case c.before != nil && (!errors.Is(err, stale) || statErr == nil):
 			t.Errorf("%s: %v, want the error; the agent's file: %v, want none", c.name, err, statErr)
+		}
+	}
+}
+
+// TestInitStageReportsRefusedNamespacesAtOnce: started for a view where
+// user namespaces are refused (a child user namespace whose
+// user.max_user_namespaces is 0, which leaves the host untouched), the
+// init stage reports the refusal, with the view flag, before any
+// configuration comes: the supervisor, which looks for it as it sends
+// the configuration, starts again without a view at once (found by
+// review: it waited for the session review's first walk). It then reads
+// the configuration and exits 125. Control: where namespaces work,
+// nothing comes before the configuration.
+func TestInitStageReportsRefusedNamespacesAtOnce(t *testing.T) {
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("util-linux's unshare is needed: %v", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := newConfig(&landlock.Plan{Handled: landlock.ReadFile, Canary: "/etc/passwd"}, "/bin/true", []string{"true"}, nil)
+	cfg.View = &landlock.View{}
+	for _, refused := range []bool{true, false} {
+		conn, child, err := syncPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(self, InitArg, ViewArg)
+		if refused {
+			cmd = exec.Command(unshare, "-Ur", "/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`,
+				"sh", self, InitArg, ViewArg)
+		}
+		cmd.ExtraFiles = []*os.File{child}
+		cmd.Env = []string{}
+		stderr := tempFile(t)
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		child.Close()
+		wait := 300 * time.Millisecond
+		if refused {
+			wait = 10 * time.Second
+		}
+		conn.SetDeadline(time.Now().Add(wait))
+		var rep report
+		err = readFrame(conn, &rep)
+		switch {
+		case refused && (err != nil || rep.Type != msgError || !rep.View || !strings.Contains(rep.Msg, "creating the session's namespaces")):
+			t.Errorf("refused: before the configuration: %+v, %v; want an error with the view flag (stderr %q)", rep, err, contents(stderr))
+		case !refused && !errors.Is(err, os.ErrDeadlineExceeded):
+			t.Errorf("control: before the configuration: %+v, %v; want nothing", rep, err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := writeRawFrame(conn, cfg.encode()); err != nil {
+			t.Errorf("refused %v: sending the configuration: %v", refused, err)
+		}
+		if !refused {
+			if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+				t.Errorf("control: %+v, %v; want ready (stderr %q)", rep, err, contents(stderr))
+			}
+		}
+		conn.Close() // no "go"
+		cmd.Wait()
+		if code := cmd.ProcessState.ExitCode(); code != 125 {
+			t.Errorf("refused %v: exit %d, want 125", refused, code)
 		}
 	}
 }

@@ -46,15 +46,22 @@ type Session struct {
 	// An error ends the init stage without starting the agent, and Run
 	// returns it.
 	BeforeStart func() error
-	// Ready, if set, is called once the floor is in force (the start-up
-	// line), with how the session's processes will end (the zero Ending
-	// with a view). The agent may be starting already: "go" is sent
-	// without waiting for "ready".
+	// Ready, if set, is called after BeforeStart, just before the agent
+	// may start (the start-up line), with how the session's processes
+	// will end (the zero Ending with a view). The init stage may still
+	// fail to apply the floor then, and no agent starts: "go" is sent
+	// without waiting for "ready", which the init stage sends once the
+	// floor is in force.
 	Ready func(Ending)
 }
 
 // SetupError is a failure before the agent ran: the launcher exits 125.
-type SetupError struct{ Msg string }
+// Started: the init stage had been told to start the agent when it
+// failed to report, and was killed with whatever it had started.
+type SetupError struct {
+	Msg     string
+	Started bool
+}
 
 func (e *SetupError) Error() string { return e.Msg }
 
@@ -142,7 +149,7 @@ type Pending struct {
 // configuration) and s.Notice. The session's Run must have the same.
 func Start(s Session) (*Pending, error) {
 	if !hasInitStage {
-		return nil, &SetupError{"this build of agent-launcher has no init stage (built with CGO_ENABLED=0); build it with `make build`"}
+		return nil, &SetupError{Msg: "this build of agent-launcher has no init stage (built with CGO_ENABLED=0); build it with `make build`"}
 	}
 	p := &Pending{view: s.View != nil}
 	p.notice = func(format string, args ...any) {
@@ -165,7 +172,7 @@ func Start(s Session) (*Pending, error) {
 		// process of the agent's uid can leave the cgroup, but not the
 		// supervisor's tree (endNoView).
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			return nil, &SetupError{fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
+			return nil, &SetupError{Msg: fmt.Sprintf("prctl(PR_SET_CHILD_SUBREAPER): %v", err)}
 		}
 		p.subreaper = true
 		var err error
@@ -178,12 +185,12 @@ func Start(s Session) (*Pending, error) {
 
 	conn, child, err := syncPair()
 	if err != nil {
-		return nil, &SetupError{err.Error()}
+		return nil, &SetupError{Msg: err.Error()}
 	}
 	p.conn = conn
 	if p.pty, err = newSessionPTY(s.Stdin, s.Stdout, s.Stderr); err != nil {
 		child.Close()
-		return nil, &SetupError{err.Error()}
+		return nil, &SetupError{Msg: err.Error()}
 	}
 	// The fork and execve of the init stage take milliseconds, which the
 	// caller spends on its own work (loading the policy, planning) until
@@ -226,7 +233,7 @@ func (p *Pending) start(s Session, child *os.File) error {
 	}
 	if err != nil {
 		p.exited = nil
-		return &SetupError{fmt.Sprintf("starting the init stage: %v", err)}
+		return &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
 	}
 	Trace("init stage started")
 	return nil
@@ -292,7 +299,7 @@ func (p *Pending) Abort() {
 // Start was given, as Run (the function) describes.
 func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	if p.done {
-		return 0, &SetupError{"init stage: already used"}
+		return 0, &SetupError{Msg: "init stage: already used"}
 	}
 	defer p.cleanup()
 	if err := p.wait(); err != nil {
@@ -300,7 +307,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	}
 	if (s.View != nil) != p.view {
 		p.kill()
-		return 0, &SetupError{"init stage: started for another kind of session (with or without a view)"}
+		return 0, &SetupError{Msg: "init stage: started for another kind of session (with or without a view)"}
 	}
 	// Signals from now on are the agent's; a Ctrl-C during set-up stops it.
 	sigs := make(chan os.Signal, 16)
@@ -322,54 +329,72 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		// checked here.
 		if err := s.View.Check(); err != nil {
 			p.kill()
-			return 0, &SetupError{err.Error()}
+			return 0, &SetupError{Msg: err.Error()}
 		}
 		cfg.View, cfg.Cwd = s.View, s.Cwd
 	}
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
 		p.kill()
-		return 0, &SetupError{fmt.Sprintf("sync socket: %v", err)}
+		return 0, &SetupError{Msg: fmt.Sprintf("sync socket: %v", err)}
 	}
 	if err := writeRawFrame(conn, cfg.encode()); err != nil {
 		p.kill()
-		return 0, &SetupError{fmt.Sprintf("sending the plan to the init stage: %v", err)}
+		return 0, &SetupError{Msg: fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
-	// "go" follows at once, once what must precede the agent is done: the
-	// init stage finds it when it is ready, without a round trip through
-	// this process (a wake-up of each, 1-2 ms here). An init stage that
-	// fails never reads it; its "error" is read below even when it had
-	// exited before "go" was written.
+	// An init stage whose namespaces were refused said so as it started
+	// (where a host restricts user namespaces, every run): the start
+	// without a view follows at once, not after BeforeStart.
+	var rep report
+	answered := false
+	if waiting(conn) {
+		answered = true
+		if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+			p.kill()
+			return 0, notReady(rep, err, false)
+		}
+	}
+	// "go" follows at once, once what must precede the agent is done and
+	// the start-up line is out: the init stage finds it when it is ready,
+	// without a round trip through this process (a wake-up of each, 1-2
+	// ms here). An init stage that fails never reads it; its "error" is
+	// read below even when it had exited before "go" was written.
 	if s.BeforeStart != nil {
 		if err := s.BeforeStart(); err != nil {
 			p.kill()
 			return 0, err
 		}
 	}
+	if s.Ready != nil {
+		s.Ready(p.end)
+	}
 	stopWatch := watchCarved(s.Plan, s.Notice)
 	defer stopWatch()
-	goErr := writeFrame(conn, report{Type: msgGo})
-	var rep report
-	if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+	// The init stage's own deadline starts now: BeforeStart's time (a
+	// review walk of a large tree) is not its.
+	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
 		p.kill()
-		switch {
-		case err == nil && rep.Type == msgError && rep.View:
-			return 0, &ViewError{rep.Msg}
-		case err == nil && rep.Type == msgError:
-			return 0, &SetupError{rep.Msg}
-		case err == nil:
-			return 0, &SetupError{fmt.Sprintf("init stage: unexpected %q", rep.Type)}
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			return 0, &SetupError{fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout)}
+		return 0, &SetupError{Msg: fmt.Sprintf("sync socket: %v", err)}
+	}
+	goErr := writeFrame(conn, report{Type: msgGo})
+	if !answered {
+		if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
+			p.kill()
+			if goErr == nil && (err != nil || rep.Type != msgError) {
+				// "go" was in the socket: the agent may have started, and
+				// the kill ended it; wait for the session's end.
+				if p.exited != nil {
+					<-p.exited
+					p.exited = nil
+				}
+				return 0, notReady(rep, err, true)
+			}
+			return 0, notReady(rep, err, false)
 		}
-		return 0, &SetupError{fmt.Sprintf("the init stage failed before it was ready: %v", err)}
 	}
 	Trace("init stage ready")
 	if goErr != nil {
 		p.kill()
-		return 0, &SetupError{fmt.Sprintf("starting the agent: %v", goErr)}
-	}
-	if s.Ready != nil {
-		s.Ready(p.end)
+		return 0, &SetupError{Msg: fmt.Sprintf("starting the agent: %v", goErr)}
 	}
 	// EOF: execve succeeded and closed the socket (close-on-exec).
 	conn.SetDeadline(time.Time{})
@@ -382,7 +407,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	if pty != nil {
 		if err := pty.start(); err != nil {
 			p.kill()
-			return 0, &SetupError{err.Error()}
+			return 0, &SetupError{Msg: err.Error()}
 		}
 		p.relaying = true
 	}
@@ -405,6 +430,39 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 			return exitStatus(state), nil
 		}
 	}
+}
+
+// notReady is the error for an init stage that answered rep, or err,
+// where "ready" was due; started: "go" had been sent, so the agent may
+// have started before the init stage was killed with it.
+func notReady(rep report, err error, started bool) error {
+	switch {
+	case err == nil && rep.Type == msgError && rep.View:
+		return &ViewError{rep.Msg}
+	case err == nil && rep.Type == msgError:
+		return &SetupError{Msg: rep.Msg}
+	case err == nil:
+		return &SetupError{Msg: fmt.Sprintf("init stage: unexpected %q", rep.Type), Started: started}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &SetupError{Msg: fmt.Sprintf("the init stage did not get ready within %s", ReadyTimeout), Started: started}
+	}
+	return &SetupError{Msg: fmt.Sprintf("the init stage failed before it was ready: %v", err), Started: started}
+}
+
+// waiting reports whether the init stage has written to conn already,
+// without waiting for it.
+func waiting(conn *os.File) bool {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		n, _, _ = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		return true
+	})
+	return n > 0
 }
 
 // syncPair makes the sync socket: the supervisor's end, non-blocking in

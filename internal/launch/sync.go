@@ -32,8 +32,8 @@
 //	                                          its own uid and gid 1:1 (setgroups
 //	                                          denied), fork PID 1 and stay as its parent
 //	                                          (pass TERM, USR1, USR2 on; exit with its
-//	                                          status); a failure here is reported after
-//	                                          step 3's "config" is read
+//	                                          status); a failure here is reported at
+//	                                          once, and "config" then read and dropped
 //	 3    -> "config" (plan, view, argv, env; read by PID 1 (with a view): mark
 //	      the view checked, the binds sorted  every fd but 0-2 close-on-exec; a view
 //	      by path)                            only with ViewArg, none without. PID 1
@@ -73,12 +73,15 @@
 //	      agent runs; wait, forward signals,
 //	      pass its status through
 //
-// Any failure in steps 2-5 is reported as <- "error", after "config", and
-// the init stage exits 125 without running the agent; an "error" with
-// "view" set came from the namespaces or mounts of steps 2 and 3, and the
-// supervisor may start again without a view. The supervisor kills the init stage if
-// "ready" does not arrive within ReadyTimeout. Frames are at most
-// maxFrame bytes.
+// Any failure in steps 2-5 is reported as <- "error" and the init stage
+// exits 125 without running the agent; an "error" with "view" set came
+// from the namespaces or mounts of steps 2 and 3, and the supervisor may
+// start again without a view: it looks for an answer already there as it
+// sends "config", and otherwise reads it after its own work before "go"
+// (step 6). The supervisor kills the init stage if "config" cannot be
+// written within ReadyTimeout, or "ready" does not arrive within
+// ReadyTimeout of "go" (the agent, if it had started, ends with it).
+// Frames are at most maxFrame bytes.
 package launch
 
 import (
@@ -103,7 +106,8 @@ const InitArg = "__agent-launcher-init"
 // configuration comes (step 2 of the sync protocol).
 const ViewArg = "view"
 
-// ReadyTimeout bounds steps 2-6.
+// ReadyTimeout bounds each wait for the init stage: the write of
+// "config", and "ready" from the write of "go" on.
 const ReadyTimeout = 30 * time.Second
 
 const maxFrame = 64 << 20
