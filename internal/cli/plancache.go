@@ -239,14 +239,25 @@ func (c planCache) walkIndex(key string) *walkIndex {
 	return &idx
 }
 
-// putWalkIndex keeps idx under key; failures are silent, as put's.
+// putWalkIndex keeps idx under key, unless the one kept is the same
+// (most sessions change nothing it records: no write then); failures are
+// silent, as put's.
 func (c planCache) putWalkIndex(key string, idx *walkIndex) {
 	if key == "" || idx == nil {
 		return
 	}
-	if b, err := wire.Append(nil, *idx); err == nil {
-		storeEntry(c.dir, walkIndexName(key), b, maxPlanEntries)
+	b, err := wire.Append(nil, *idx)
+	if err != nil {
+		return
 	}
+	if d, err := openEntryDir(c.dir, false); err == nil {
+		old, ok := d.read(walkIndexName(key), maxWalkIndex)
+		d.close()
+		if ok && bytes.Equal(old, b) {
+			return
+		}
+	}
+	storeEntry(c.dir, walkIndexName(key), b, maxPlanEntries)
 }
 
 // put keeps pl, planned on obs, under key. Failures are silent: a miss

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,5 +185,28 @@ func TestWalkIndexKept(t *testing.T) {
 	}
 	if got := c.walkIndex("other"); got != nil {
 		t.Errorf("another key read back %+v", got)
+	}
+	// The same index again is not written again (most sessions change
+	// nothing it records); a changed one is. Control: the file's inode
+	// changes with a write (a new file renamed into place).
+	ino := func() uint64 {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(c.dir, walkIndexName("k")), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	before := ino()
+	c.putWalkIndex("k", idx)
+	if ino() != before {
+		t.Errorf("the same index was written again")
+	}
+	idx.Dirs["/w/new"] = walkDir{Entries: 1}
+	c.putWalkIndex("k", idx)
+	if ino() == before {
+		t.Errorf("control: a changed index was not written")
+	}
+	if got := c.walkIndex("k"); !reflect.DeepEqual(got, idx) {
+		t.Errorf("kept %+v, read back %+v", idx, got)
 	}
 }
