@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/agent-launcher/agent-launcher/internal/launch"
@@ -194,6 +195,26 @@ func (c planCache) kept(key string) (*landlock.Plan, []string, landlock.Observat
 	return pl, notes, obs, true
 }
 
+// splitObservations splits obs into the questions about paths in or
+// below one of roots, and the others.
+func splitObservations(obs landlock.Observations, roots ...string) (in, out landlock.Observations) {
+	for _, o := range obs {
+		below := false
+		for _, r := range roots {
+			if r != "" && (o.Path == r || strings.HasPrefix(o.Path, strings.TrimSuffix(r, "/")+"/")) {
+				below = true
+				break
+			}
+		}
+		if below {
+			in = append(in, o)
+		} else {
+			out = append(out, o)
+		}
+	}
+	return in, out
+}
+
 // holds asks obs of fsys again: whether a kept plan still holds.
 func holds(obs landlock.Observations, fsys landlock.FS) bool {
 	if obs.Hold(fsys) {
@@ -299,17 +320,38 @@ func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landl
 	key, kerr := e.keptDirs(p, abi, canary)
 	if kerr == nil {
 		if pl, notes, obs, ok := e.planCache().kept(key); ok {
-			return pl, notes, func() bool {
-				if !holds(obs, landlock.OS()) {
-					return false
-				}
-				launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
-				return true
-			}, nil
+			// What sessions change (the workspace, the home directory) is
+			// asked now: a kept plan that fails there goes nowhere, and
+			// the init stage waiting for its configuration gets the plan
+			// made afresh. A speculation that fails costs a second init
+			// stage (about 5 ms here); the rest of the tree rarely moves.
+			now, later := splitObservations(obs, e.workspace, e.home)
+			if holds(now, landlock.OS()) {
+				return pl, notes, func() bool {
+					if !holds(later, landlock.OS()) {
+						return false
+					}
+					launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
+					return true
+				}, nil
+			}
 		}
 	}
 	pl, notes, _, err = e.planFloorFresh(p, abi, canary)
 	return pl, notes, nil, err
+}
+
+// planFloorAfresh plans afresh for run when the kept plan was found
+// stale: keptDirs, then planFloorFresh, which keeps the new plan.
+func (e *env) planFloorAfresh(p *compiled, abi int, canary string) (*landlock.Plan, []string, error) {
+	e.keptUnder = ""
+	if os.Getenv(planCacheVar) == "0" {
+		pl, _, notes, err := e.planFloor(p, abi, canary)
+		return pl, notes, err
+	}
+	e.keptDirs(p, abi, canary)
+	pl, notes, _, err := e.planFloorFresh(p, abi, canary)
+	return pl, notes, err
 }
 
 // keptDirs digests the plan key, makes the directories the launcher

@@ -368,3 +368,31 @@ func TestPlanCacheOff(t *testing.T) {
 		t.Fatalf("control: with the cache on, the second plan was not the kept one")
 	}
 }
+
+// TestSplitObservations: the questions a kept plan asks now (in or below
+// the workspace or the home directory) and those it asks while the init
+// stage builds the view; a sibling that shares a prefix is not below.
+func TestSplitObservations(t *testing.T) {
+	obs := landlock.Observations{
+		{Op: landlock.ObsLstat, Path: "/home/u"},
+		{Op: landlock.ObsReadDir, Path: "/home/u/proj/src"},
+		{Op: landlock.ObsLstat, Path: "/home/user2/x"},
+		{Op: landlock.ObsLstat, Path: "/etc/passwd"},
+		{Op: landlock.ObsLstat, Path: "/srv/ws"},
+		{Op: landlock.ObsLstat, Path: "/srv/ws/.git"},
+		{Op: landlock.ObsLstat, Path: "/srv/wsx"},
+	}
+	in, out := splitObservations(obs, "/srv/ws", "/home/u")
+	var gotIn, gotOut []string
+	for _, o := range in {
+		gotIn = append(gotIn, o.Path)
+	}
+	for _, o := range out {
+		gotOut = append(gotOut, o.Path)
+	}
+	wantIn := []string{"/home/u", "/home/u/proj/src", "/srv/ws", "/srv/ws/.git"}
+	wantOut := []string{"/home/user2/x", "/etc/passwd", "/srv/wsx"}
+	if !slices.Equal(gotIn, wantIn) || !slices.Equal(gotOut, wantOut) {
+		t.Errorf("in %q, out %q; want %q and %q", gotIn, gotOut, wantIn, wantOut)
+	}
+}

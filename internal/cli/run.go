@@ -121,9 +121,16 @@ func (c *command) run(args []string) int {
 	// A kept plan goes to the init stage before the check that it still
 	// holds, which runs while the init stage builds the view and applies
 	// it; the agent starts only once it passed. When it does not, run
-	// starts again, planning afresh (about 2 ms of a kept start here:
+	// starts again, planning afresh at once, with a new init stage
+	// starting beside the planning (about 2 ms of a kept start here:
 	// docs/design-amendments.md, the ninth pass).
-	speculate := true
+	plans := planSpeculate
+	stale := func() {
+		plans = planAfresh
+		if pending == nil && noView == "" && kerr == nil && landlock.RunSupported(k) == nil {
+			pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var cache *agentCache
 		var hold func() bool
@@ -138,9 +145,9 @@ func (c *command) run(args []string) int {
 			session.Env = cache.env(&p.pol.Env, agentEnv)
 			launch.Trace("private view and agent cache planned")
 			var err error
-			session.Plan, hold, err = c.prepareFloor(e, p, k, cwd, noView, speculate)
+			session.Plan, hold, err = c.prepareFloor(e, p, k, cwd, noView, plans)
 			if errors.Is(err, errStalePlan) {
-				speculate = false
+				stale()
 				continue
 			}
 			if err != nil {
@@ -215,7 +222,7 @@ func (c *command) run(args []string) int {
 			continue
 		}
 		if errors.Is(err, errStalePlan) {
-			speculate = false
+			stale()
 			continue
 		}
 		if err != nil {
@@ -236,18 +243,26 @@ func (c *command) run(args []string) int {
 }
 
 // errStalePlan: a kept plan that no longer holds, found after it was
-// used (prepareFloor with speculate); run starts again, planning afresh.
+// used (prepareFloor with planSpeculate); run starts again, planning
+// afresh (planAfresh).
 var errStalePlan = errors.New("the kept plan no longer holds")
+
+// How prepareFloor plans: with the kept plan, checked later (its hold),
+// or afresh, the kept plan being stale.
+const (
+	planSpeculate = iota
+	planAfresh
+)
 
 // prepareFloor plans the floor for e.view (nil: the host's tree) and runs
 // the start-up checks; an error when run must stop (the reason printed).
 // noView says why a view was refused, if it was: the notes and warnings
-// were printed for the first plan. With speculate, a kept plan comes with
-// hold, the check that it still holds, not yet made: it must pass before
-// the agent starts, and it prints the plan's notes and warnings when it
-// does. When a start-up check refuses a kept plan, hold is asked first:
-// errStalePlan when it does not hold (plan afresh, speculate false).
-func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noView string, speculate bool) (*landlock.Plan, func() bool, error) {
+// were printed for the first plan. With planSpeculate, a kept plan comes
+// with hold, the check that it still holds, not yet made: it must pass
+// before the agent starts, and it prints the plan's notes and warnings
+// when it does. When a start-up check refuses a kept plan, hold is asked
+// first: errStalePlan when it does not hold (then planAfresh).
+func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noView string, plans int) (*landlock.Plan, func() bool, error) {
 	canary, err := prepareCanary(e.launcher.StateDir)
 	if err != nil {
 		c.errorf("run: %v; nothing was run", err)
@@ -256,10 +271,10 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 	var plan *landlock.Plan
 	var notes []string
 	var hold func() bool
-	if speculate {
+	if plans == planSpeculate {
 		plan, notes, hold, err = e.planFloorUnchecked(p, k.ABI, canary)
 	} else {
-		plan, notes, _, err = e.planFloorCached(p, k.ABI, canary)
+		plan, notes, err = e.planFloorAfresh(p, k.ABI, canary)
 	}
 	report := func() {
 		if noView != "" {

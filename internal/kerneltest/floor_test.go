@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -452,4 +453,46 @@ func waitFile(path string) bool {
 		}
 	}
 	return false
+}
+
+// TestKeptPlanStaleOutsideWorkspace: a kept plan is sent to the init stage
+// before its questions outside the workspace and the home directory are
+// asked again (run's speculation). When one of those answers changed (a
+// file the policy denies appeared in a tree it lets the agent read, which
+// the kept plan grants whole), that init stage ends without starting the
+// agent, and the session runs on a plan made afresh, which denies the
+// file. The trace shows both init stages reading a configuration, and one
+// start-up line. Controls: the file is readable without the launcher, and
+// its sibling under it.
+func TestKeptPlanStaleOutsideWorkspace(t *testing.T) {
+	s := newSandbox(t, standard)
+	elsewhere := s.mkdir("elsewhere/sub")
+	secret := filepath.Join(elsewhere, "secret.txt")
+	s.writeAbs(s.config, fmt.Sprintf("[file_policy]\ndefault = \"deny\"\npresets = [\"system\"]\nwrite_paths = [\"<workspace>/**\"]\nread_paths = [%q, %q]\ndeny_paths = [%q]\n",
+		binDir+"/**", s.path("elsewhere")+"/**", secret))
+	s.extraEnv = append(s.extraEnv, "AGENT_LAUNCHER_TRACE=1")
+	notes := s.write("elsewhere/sub/notes.txt", "notes")
+	for i := 0; ; i++ {
+		r := s.agent("read", notes)
+		wantOK(t, "read a file in the tree granted to read", r)
+		if strings.Contains(r.stderr, "floor: the kept plan holds") {
+			break
+		}
+		if i == 3 {
+			t.Fatalf("nothing changed, and the kept plan was not used: %s", r.stderr)
+		}
+	}
+	s.writeAbs(secret, envSec)
+	wantOK(t, "control: the new file is readable without the launcher", s.bare("read", secret))
+	r := s.agent("read", secret)
+	wantErr(t, "read a denied file made outside the workspace since the plan was kept", r, "EACCES")
+	if strings.Contains(r.stdout, envSec) {
+		t.Errorf("the file's content reached the agent: %s", r)
+	}
+	if n := strings.Count(r.stderr, "init stage: configuration read"); n != 2 ||
+		!strings.Contains(r.stderr, "floor: the kept plan does not hold") || !strings.Contains(r.stderr, "floor: planned") ||
+		strings.Count(r.stderr, "agent-launcher: confining") != 1 {
+		t.Errorf("want the kept plan sent to an init stage, found stale, a plan made afresh for a second one, and one start-up line (configurations read: %d): %s", n, r.stderr)
+	}
+	wantOK(t, "control: its sibling stays readable", s.agent("read", notes))
 }
