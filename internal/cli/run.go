@@ -283,13 +283,14 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 		for _, n := range notes {
 			c.errorf("%s", n)
 		}
-		if err == nil {
+		if plan != nil {
 			for _, w := range plan.Warnings {
 				c.errorf("warning: %s", w)
 			}
 		}
 	}
 	if err != nil {
+		plan = nil
 		report()
 		c.errorf("run: %s; nothing was run", strings.TrimPrefix(err.Error(), "landlock: "))
 		return nil, nil, err

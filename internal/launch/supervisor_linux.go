@@ -379,16 +379,11 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 	if !answered {
 		if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
 			p.kill()
-			if goErr == nil && (err != nil || rep.Type != msgError) {
-				// "go" was in the socket: the agent may have started, and
-				// the kill ended it; wait for the session's end.
-				if p.exited != nil {
-					<-p.exited
-					p.exited = nil
-				}
-				return 0, notReady(rep, err, true)
-			}
-			return 0, notReady(rep, err, false)
+			// With "go" in the socket and no "error", the agent may have
+			// started: the kill ends it too (PID 1 dies with the init
+			// stage's first process, its parent-death signal, and the
+			// session's processes with PID 1).
+			return 0, notReady(rep, err, goErr == nil && (err != nil || rep.Type != msgError))
 		}
 	}
 	Trace("init stage ready")
