@@ -309,14 +309,11 @@ func (e *env) planFloorCached(p *compiled, abi int, canary string) (pl *landlock
 // the init stage meanwhile, and starts nothing unless it holds; else it
 // plans afresh: planFloorFresh). hold is nil for a plan made afresh.
 func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landlock.Plan, notes []string, hold func() bool, err error) {
-	e.keptUnder = ""
 	if os.Getenv(planCacheVar) == "0" {
-		pl, _, notes, err = e.planFloor(p, abi, canary)
-		if err == nil {
-			launch.Trace("floor: planned (%d rules; %s=0)", len(pl.Rules), planCacheVar)
-		}
+		pl, notes, err = e.planFloorAfresh(p, abi, canary)
 		return pl, notes, nil, err
 	}
+	e.keptUnder = ""
 	key, kerr := e.keptDirs(p, abi, canary)
 	if kerr == nil {
 		if pl, notes, obs, ok := e.planCache().kept(key); ok {
@@ -347,6 +344,9 @@ func (e *env) planFloorAfresh(p *compiled, abi int, canary string) (*landlock.Pl
 	e.keptUnder = ""
 	if os.Getenv(planCacheVar) == "0" {
 		pl, _, notes, err := e.planFloor(p, abi, canary)
+		if err == nil {
+			launch.Trace("floor: planned (%d rules; %s=0)", len(pl.Rules), planCacheVar)
+		}
 		return pl, notes, err
 	}
 	e.keptDirs(p, abi, canary)

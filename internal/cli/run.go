@@ -56,9 +56,12 @@ func (c *command) run(args []string) int {
 	// than it gained; the C one does not (docs/design-amendments.md, the
 	// sixth and ninth passes).
 	var pending *launch.Pending
-	if kerr == nil && landlock.RunSupported(k) == nil {
-		pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+	startPending := func() {
+		if pending == nil && kerr == nil && landlock.RunSupported(k) == nil {
+			pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+		}
 	}
+	startPending()
 	defer func() {
 		if pending != nil {
 			pending.Abort()
@@ -127,8 +130,8 @@ func (c *command) run(args []string) int {
 	plans := planSpeculate
 	stale := func() {
 		plans = planAfresh
-		if pending == nil && noView == "" && kerr == nil && landlock.RunSupported(k) == nil {
-			pending, _ = launch.Start(launch.Session{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, View: &landlock.View{}, Notice: func(msg string) { c.errorf("%s", msg) }})
+		if noView == "" {
+			startPending()
 		}
 	}
 	for attempt := 0; ; attempt++ {

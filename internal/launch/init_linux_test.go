@@ -320,6 +320,20 @@ func mustAtoi(t *testing.T, s string) int {
 	return n
 }
 
+// readExec is the access of a rule that lets the agent read and run.
+const readExec = landlock.ReadFile | landlock.ReadDir | landlock.Execute
+
+// dirRule is a rule granting access beneath the directory p, with the
+// device and inode the planner would have recorded.
+func dirRule(t *testing.T, p string, access landlock.Access) landlock.Rule {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
+	}
+	return landlock.Rule{Path: p, Dir: true, Access: access, Dev: st.Dev, Ino: st.Ino}
+}
+
 func tempFile(t *testing.T) *os.File {
 	t.Helper()
 	f, err := os.CreateTemp(t.TempDir(), "stderr")
@@ -341,19 +355,12 @@ func contents(f *os.File) string {
 // (125) without running it. The control: the exact frame runs the agent
 // (sh -c "exit 7", confined to reading /usr and /etc), whose status passes.
 func TestInitStageGoIsStrict(t *testing.T) {
-	rule := func(p string) landlock.Rule {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
-		}
-		return landlock.Rule{Path: p, Dir: true, Access: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Dev: st.Dev, Ino: st.Ino}
-	}
 	canary := filepath.Join(t.TempDir(), "canary")
 	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
-		Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
+		Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec)}}
 	cfg := newConfig(pl, "/usr/bin/sh", []string{"sh", "-c", "exit 7"}, nil)
 	goFrame := report{Type: msgGo}.encode()
 	cases := map[string][]byte{
@@ -429,13 +436,6 @@ func TestInitStageUndumpable(t *testing.T) {
 			}
 		}
 	}
-	rule := func(p string) landlock.Rule {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil {
-			t.Fatal(err)
-		}
-		return landlock.Rule{Path: p, Dir: true, Access: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Dev: st.Dev, Ino: st.Ino}
-	}
 	canary := filepath.Join(t.TempDir(), "canary") // outside /usr and /etc: Landlock denies it
 	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -444,7 +444,7 @@ func TestInitStageUndumpable(t *testing.T) {
 		t.Fatal(err)
 	}
 	pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
-		Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
+		Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec)}}
 	cfg := newConfig(pl, "/usr/bin/sleep", []string{"sleep", "20"}, nil)
 	cfg.View = &landlock.View{}
 

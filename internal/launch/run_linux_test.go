@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,13 +21,6 @@ import (
 // there. Control: a marker made only after BeforeStart returned is not
 // there when the agent looks, so the check can fail.
 func TestBeforeStartPrecedesAgent(t *testing.T) {
-	rule := func(p string) landlock.Rule {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
-		}
-		return landlock.Rule{Path: p, Dir: true, Access: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Dev: st.Dev, Ino: st.Ino}
-	}
 	dir := t.TempDir()
 	canary := filepath.Join(dir, "canary")
 	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
@@ -41,7 +33,7 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 	defer null.Close()
 	run := func(marker string, before func() error) int {
 		pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
-			Rules: []landlock.Rule{rule("/usr"), rule("/etc")}}
+			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec)}}
 		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `test -e "$1" || exit 3`, "sh", marker},
 			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/", BeforeStart: before}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -80,13 +72,6 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 // it does.
 func TestBeforeStartErrorStopsAgent(t *testing.T) {
 	dir := t.TempDir()
-	rule := func(p string, access landlock.Access) landlock.Rule {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(p, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
-			t.Fatalf("%s: %v, mode %o; want a directory", p, err, st.Mode)
-		}
-		return landlock.Rule{Path: p, Dir: true, Access: access, Dev: st.Dev, Ino: st.Ino}
-	}
 	canary := filepath.Join(dir, "canary")
 	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -101,15 +86,14 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	read := landlock.ReadFile | landlock.ReadDir | landlock.Execute
 	stale := errors.New("the kept plan no longer holds")
 	for _, c := range []struct {
 		name   string
 		before error
 	}{{"the control, no error", nil}, {"an error", stale}} {
 		ran := filepath.Join(out, strings.ReplaceAll(c.name, " ", "-"))
-		pl := &landlock.Plan{Handled: read | landlock.WriteFile | landlock.MakeReg, Canary: canary,
-			Rules: []landlock.Rule{rule("/usr", read), rule("/etc", read), rule(out, landlock.WriteFile|landlock.MakeReg)}}
+		pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
+			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
 		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
 			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/",
 			BeforeStart: func() error { time.Sleep(100 * time.Millisecond); return c.before }}
