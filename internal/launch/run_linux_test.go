@@ -177,3 +177,52 @@ func TestInitStageReportsRefusedNamespacesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedCanaryStartsNoAgent: "go" is in the socket before the init
+// stage has applied the floor, so only the init stage's own check stands
+// between a floor not in force and the agent. A plan whose canary the
+// rules grant (the floor does not deny it) is refused after Landlock: Run
+// reports the floor not in force, and the agent, which would make a file,
+// never runs. Control: the canary outside the rules, the same agent runs.
+func TestFailedCanaryStartsNoAgent(t *testing.T) {
+	dir := t.TempDir()
+	granted := filepath.Join(dir, "granted")
+	out := filepath.Join(dir, "out")
+	for _, d := range []string{granted, out} {
+		if err := os.Mkdir(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(d, 0o777)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	for _, c := range []struct {
+		name      string
+		canaryDir string
+		want      string // "" for the agent to run
+	}{{"control, the canary denied", dir, ""}, {"the canary granted", granted, "not in force"}} {
+		canary := filepath.Join(c.canaryDir, "canary")
+		if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(out, strings.ReplaceAll(c.name, " ", "-"))
+		pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
+			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, granted, readExec),
+				dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
+		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
+			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/"}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		code, err := Run(ctx, s)
+		cancel()
+		_, statErr := os.Stat(ran)
+		switch {
+		case c.want == "" && (err != nil || code != 0 || statErr != nil):
+			t.Errorf("%s: exit %d, %v; the agent's file: %v", c.name, code, err, statErr)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || statErr == nil):
+			t.Errorf("%s: %v, want an error saying %q; the agent's file: %v, want none", c.name, err, c.want, statErr)
+		}
+	}
+}
