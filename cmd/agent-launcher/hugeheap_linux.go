@@ -29,7 +29,11 @@ import (
 // is "always" the kernel does this by itself; where it is "never", or
 // GODEBUG=disablethp=1 (the runtime's own switch) is set, nothing is
 // done (MADV_COLLAPSE would ignore "never"). The cost is up to 4 MiB more
-// resident memory. docs/design-amendments.md, the eighth pass, has the
+// resident memory. The first chunk is all the supervisor's only with the
+// heap at a fixed base, as scripts/build-launcher builds the launcher: Go
+// 1.26's random base marks up to 4 MiB of it as padding, and the heap then
+// grows into a second chunk, which faults 4 KiB at a time.
+// docs/design-amendments.md, the eighth and tenth passes, has the
 // measurements.
 func hugeHeap() {
 	if strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") {
