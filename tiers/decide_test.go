@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -375,6 +376,62 @@ exec_paths = ["/usr/**"]
 			t.Errorf("DecideAll(%q) allocates %v times", c.path, n)
 		}
 	}
+}
+
+// TestDecideConcurrentFirstUse: a rule's decisions are made by the first
+// decision that needs them; decisions asked for the first time from many
+// goroutines at once (go test -race watches the slots) are each what one
+// goroutine asking alone gets, Why included.
+func TestDecideConcurrentFirstUse(t *testing.T) {
+	doc := `
+[file_policy]
+presets = ["system"]
+write_paths = ["<workspace>/**"]
+read_paths = ["<workspace>/vendor/**"]
+prompt_paths = ["<workspace>/secrets/**"]
+exec_paths = ["/usr/**"]
+`
+	alone := compileTOML(t, doc)
+	var want [][NumOps]Decision
+	for _, c := range benchPaths {
+		want = append(want, alone.DecideAll(c.path))
+	}
+	for round := range 20 {
+		m := compileTOML(t, doc)
+		var wg sync.WaitGroup
+		got := make([][][NumOps]Decision, 8)
+		for g := range got {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, c := range benchPaths {
+					got[g] = append(got[g], m.DecideAll(c.path))
+				}
+			}()
+		}
+		wg.Wait()
+		for g := range got {
+			for i, c := range benchPaths {
+				if describe(got[g][i]) != describe(want[i]) {
+					t.Fatalf("round %d, goroutine %d: DecideAll(%q) = %+v, want %+v", round, g, c.path, got[g][i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// describe spells out decisions of two matchers of one policy, which do
+// not share rule values, for comparison.
+func describe(ds [NumOps]Decision) string {
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, "%d %d %d %q", d.Op, d.Verdict, d.Tier, d.Why)
+		if d.Rule != nil {
+			fmt.Fprintf(&b, " %q %s", d.Rule.Pattern, d.Rule.Source)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func TestNaiveAgrees(t *testing.T) {

@@ -72,7 +72,9 @@
 // Compile builds a few deterministic automata over rune classes (patterns
 // with "**/" apart from the rest, and a group split in two when it grows past
 // its state budget). Decide walks each once over the path's bytes, stopping
-// early where the answer can no longer change, and does not allocate: about
+// early where the answer can no longer change, and does not allocate (but
+// once per rule, for the messages of its decisions, the first time one is
+// asked for): about
 // 95 ns per call on this project's CI machine whether the policy has 10 or
 // 10,000 rules (make bench). A Matcher is immutable and safe for concurrent
 // use.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agent-launcher/agent-launcher/rules"
 )
@@ -35,18 +36,20 @@ type Matcher struct {
 	subtreeCache map[subtreeKey]Subtree
 	partCache    map[[2]uint32]partCand
 
-	// altRes holds, per KindTier alternative, the decision of every op,
-	// and in slot numOps the OpExec decision when exec_paths matches
-	// nothing; dfltRes the same for the default tier.
-	altRes  []*[numOps + 1]Decision
+	// res holds, per rule (at the id of its first alternative, first),
+	// the decision of every op, and in slot numOps the OpExec decision
+	// when exec_paths matches nothing: for a KindTier rule under its
+	// tier, for a KindWriteProtect rule of a write-tier path it makes
+	// read-only. Each is made at the first decision that needs it (a load
+	// used to spend a millisecond on the messages of rules no decision of
+	// its run named). dfltRes is the same for the default tier.
+	res     []atomic.Pointer[[numOps + 1]Decision]
+	first   []int32
 	overlay []bool // per alternative: the rule is the agent overlay's
 	dfltRes [numOps + 1]Decision
 	// gDefaultRes holds the decisions of the global file's default tier,
 	// for the clamp where no global rule matches.
 	gDefaultRes [numOps + 1]Decision
-	// capRes holds, per KindWriteProtect alternative, the decisions of a
-	// write-tier path it makes read-only.
-	capRes []*[numOps + 1]Decision
 
 	// execG and execO say whether the global file and the overlay have
 	// exec_paths; both restrictions apply.
@@ -165,27 +168,18 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	m.dfltRes = tierDecisions(m.dflt, tierWhy(m.dflt, true))
 	gd := &rules.Rule{Pattern: "(default)", Expanded: "(default)", Kind: rules.KindTier, Tier: p.GlobalDefault, Source: p.GlobalDefaultSource}
 	m.gDefaultRes = tierDecisions(gd, tierWhy(gd, true)+", which the agent overlay cannot loosen")
-	m.altRes = make([]*[numOps + 1]Decision, len(m.alts))
 	m.overlay = make([]bool, len(m.alts))
+	m.res = make([]atomic.Pointer[[numOps + 1]Decision], len(m.alts))
+	m.first = make([]int32, len(m.alts))
+	byRule := make(map[*rules.Rule]int32, len(p.Rules)) // alternatives of one rule share their decisions
 	for id, a := range m.alts {
 		m.overlay[id] = a.rule.Source.Origin == rules.OriginAgent
-	}
-	m.capRes = make([]*[numOps + 1]Decision, len(m.alts))
-	byRule := map[*rules.Rule]int{} // alternatives of one rule share their decisions
-	for id, a := range m.alts {
-		if first, ok := byRule[a.rule]; ok {
-			m.altRes[id], m.capRes[id] = m.altRes[first], m.capRes[first]
-			continue
+		first, ok := byRule[a.rule]
+		if !ok {
+			first = int32(id)
+			byRule[a.rule] = first
 		}
-		byRule[a.rule] = id
-		switch a.rule.Kind {
-		case rules.KindTier:
-			d := tierDecisions(a.rule, tierWhy(a.rule, false))
-			m.altRes[id] = &d
-		case rules.KindWriteProtect:
-			d := cappedDecisions(a.rule)
-			m.capRes[id] = &d
-		}
+		m.first[id] = first
 	}
 	for op := range numOps {
 		m.invalid[op] = Decision{Op: op, Verdict: Denied, Tier: Deny, Rule: m.dflt,
@@ -393,18 +387,38 @@ func (m *Matcher) resolve(t, g int32) *[numOps + 1]Decision {
 		return &m.dfltRes
 	}
 	if !m.overlay[t] || t == g {
-		return m.altRes[t]
+		return m.ruleRes(t)
 	}
 	if g >= 0 {
-		if gt := m.altRes[g][0].Tier; asks(gt) && weaker(m.altRes[t][0].Tier, gt) {
-			return m.altRes[g]
+		if gt := m.alts[g].rule.Tier; asks(gt) && weaker(m.alts[t].rule.Tier, gt) {
+			return m.ruleRes(g)
 		}
-		return m.altRes[t]
+		return m.ruleRes(t)
 	}
-	if gd := m.pol.GlobalDefault; asks(gd) && weaker(m.altRes[t][0].Tier, gd) {
+	if gd := m.pol.GlobalDefault; asks(gd) && weaker(m.alts[t].rule.Tier, gd) {
 		return &m.gDefaultRes
 	}
-	return m.altRes[t]
+	return m.ruleRes(t)
+}
+
+// ruleRes returns the decisions of alternative id's rule (m.res), made
+// now if no decision needed them before: under its tier for a KindTier
+// rule, capped at read for a KindWriteProtect rule.
+func (m *Matcher) ruleRes(id int32) *[numOps + 1]Decision {
+	slot := &m.res[m.first[id]]
+	if d := slot.Load(); d != nil {
+		return d
+	}
+	var d [numOps + 1]Decision
+	if r := m.alts[id].rule; r.Kind == rules.KindWriteProtect {
+		d = cappedDecisions(r)
+	} else {
+		d = tierDecisions(r, tierWhy(r, false))
+	}
+	if slot.CompareAndSwap(nil, &d) {
+		return &d
+	}
+	return slot.Load() // made meanwhile by another decision: the same
 }
 
 // asks reports whether tier t makes someone approve some operation.
@@ -496,7 +510,8 @@ func ruleRef(r *rules.Rule) string {
 
 // Decide returns the decision for op on path. path must be canonical and
 // absolute (symlinks resolved, no ".", ".." or empty segments, no trailing
-// "/"); any other path is denied. Decide does no I/O and does not allocate.
+// "/"); any other path is denied. Decide does no I/O and does not allocate
+// (but for the messages of a rule the first time a decision names it).
 func (m *Matcher) Decide(path string, op Op) Decision {
 	if op >= numOps || !canonical(path) {
 		return m.invalid[op%numOps]
@@ -553,7 +568,7 @@ func (m *Matcher) winners(path string) (t, g, w int32, execG, execO bool) {
 func (m *Matcher) finish(op Op, t, g, w int32, execG, execO bool) Decision {
 	res := m.resolve(t, g)
 	if res[op].Tier == Write && w >= 0 {
-		res = m.capRes[w]
+		res = m.ruleRes(w)
 	}
 	if op == OpExec && m.execRestricted && res[op].Verdict != Denied && (m.execG && !execG || m.execO && !execO) {
 		return res[numOps]
