@@ -55,7 +55,7 @@ func Write(w io.Writer, v any) error {
 	return err
 }
 
-const flushAt = 16 << 10
+const flushAt = 4 << 10
 
 // Decode decodes b, all of it, into the value v points to, which must be
 // of the type Append was given (a *T encoded is decoded into a **T).
