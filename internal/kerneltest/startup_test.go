@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"os"
 	"os/exec"
 	"runtime"
@@ -137,13 +138,15 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 // agent, built without the setting, does not show it.
 func TestLauncherHeapBaseFixed(t *testing.T) {
 	experiments := func(bin string) string {
-		out, err := exec.Command("go", "version", "-m", bin).Output()
+		// The build settings the go command records in the binary (what
+		// go version -m prints; the VM guests have no go command).
+		info, err := buildinfo.ReadFile(bin)
 		if err != nil {
-			t.Fatalf("go version -m %s: %v", bin, err)
+			t.Fatalf("reading the build information of %s: %v", bin, err)
 		}
-		for line := range strings.Lines(string(out)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "build\tGOEXPERIMENT="); ok {
-				return v
+		for _, s := range info.Settings {
+			if s.Key == "GOEXPERIMENT" {
+				return s.Value
 			}
 		}
 		return ""
