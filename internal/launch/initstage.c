@@ -1446,9 +1446,6 @@ lost: {
 	}
 }
 
-// al_init_stage runs the init stage and exits when the process was
-// started as one (argv[1] is the init argument); otherwise it records the
-// ignored signals and returns at once, and the program starts as usual.
 // populate_text maps in, at once, the pages of this executable's
 // read-only segments (its code and read-only data) that are in the page
 // cache, reading the others: the supervisor, a Go program of 4 MiB of them,
@@ -1484,6 +1481,10 @@ static void populate_text(void) {
 	}
 }
 
+// al_init_stage runs the init stage and exits when the process was
+// started as one (argv[1] is the init argument); otherwise it maps the
+// read-only segments in (populate_text), records the ignored signals and
+// returns at once, and the program starts as usual.
 void al_init_stage(void) {
 	int argc;
 	char **argv = initial_args(&argc);
