@@ -182,7 +182,8 @@ func TestNonUTF8(t *testing.T) {
 // TestCanaryWithoutDAC: the agent can chmod its denied state directory
 // (metadata is not Landlock's), which would make the next canary fail by
 // permission bits instead of Landlock. The launcher restores the mode and
-// probes a file it has just made readable, so the canary tests Landlock.
+// probes a file it has just made readable, so the canary tests Landlock;
+// likewise for the canary itself.
 func TestCanaryWithoutDAC(t *testing.T) {
 	s := newSandbox(t, standard)
 	wantOK(t, "first session", s.agent("write", s.ws+"/x", "1"))
@@ -198,6 +199,16 @@ func TestCanaryWithoutDAC(t *testing.T) {
 	}
 	if st, err := os.Stat(state + "/canary"); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("canary: %v %v", st, err)
+	}
+	// The canary itself chmod 000 (an agent can: its metadata is not
+	// Landlock's either): the next session restores it too, as root and as
+	// an ordinary user, who cannot write a file of mode 000 before a chmod.
+	if err := os.Chmod(state+"/canary", 0); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "a session after the canary was chmod 000", s.agent("write", s.ws+"/x", "3"))
+	if st, err := os.Stat(state + "/canary"); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("canary after chmod 000: %v %v", st, err)
 	}
 	_ = strconv.Itoa
 }
