@@ -67,8 +67,9 @@ type Token struct {
 type Glob struct {
 	// Text is the alternative as doublestar would match it.
 	Text string
-	// Tokens is the parsed form.
-	Tokens []Token
+	// Tokens is the parsed form, Text's alone: digests of a policy
+	// (internal/wire, the launcher's plan key) leave it out.
+	Tokens []Token `wire:"-"`
 	// Anywhere is set when the glob starts with "**/".
 	Anywhere bool
 	// LiteralSegments is the number of leading segments without any

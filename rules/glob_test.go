@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -159,5 +160,37 @@ func TestLiteralPrefix(t *testing.T) {
 		if prefix, rest := gs[0].LiteralPrefix(); prefix != c.prefix || rest != c.rest {
 			t.Errorf("%q: %q, %q; want %q, %q", c.pattern, prefix, rest, c.prefix, c.rest)
 		}
+	}
+}
+
+// TestGlobTokensFollowText: a glob's tokens are its text's parse, in every
+// glob a policy holds (the built-ins and the system preset, brace
+// alternatives, a derived rule), so that a digest of the policy that
+// leaves the tokens out (Glob.Tokens is tagged wire:"-"; the launcher's
+// plan key) still tells every two policies apart.
+func TestGlobTokensFollowText(t *testing.T) {
+	p := load(t, memFS{"/cfg/config.toml": `
+[file_policy]
+presets = ["system"]
+read_paths = ["<workspace>/{a,b/[c-e]*}/**", "**/x?.txt"]
+`}, "")
+	if _, err := p.AddDerived(p.Rules[0], Deny, "/derived/{p,q}/**", "/from"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range p.Rules {
+		for _, g := range r.Globs {
+			again, err := parseGlob(g.Text)
+			if err != nil {
+				t.Fatalf("%q: %v", g.Text, err)
+			}
+			if !reflect.DeepEqual(again.Tokens, g.Tokens) {
+				t.Errorf("%q (rule %q): tokens %v, its text parses to %v", g.Text, r.Pattern, g.Tokens, again.Tokens)
+			}
+			n++
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d globs checked", n)
 	}
 }

@@ -1,6 +1,7 @@
 // Package wire encodes Go values in a compact binary form for the
 // launcher's own files and digests (the plan cache, the review walk's
-// index, the plan key): every exported field, followed through pointers,
+// index, the plan key): every exported field (but those tagged
+// `wire:"-"`), followed through pointers,
 // slices, arrays and maps with string keys, in the order of the type's
 // declaration. The encoding carries no type information, so it is read
 // back only into the type it was written from, by a build whose types are
@@ -31,7 +32,8 @@ import (
 // number as a varint; a string as its length and bytes; a slice, an
 // array or a map as 0 when nil, else its length plus one, then its items
 // (a []byte as its bytes; a map's items as key and value, keys sorted); a
-// struct as its exported fields in order.
+// struct as its exported fields in order, but those tagged `wire:"-"`
+// (derived from the others: not encoded, and left zero by Decode).
 
 // ErrMalformed is what Decode returns for bytes Append did not write for
 // the type.
@@ -83,7 +85,7 @@ func fieldsOf(t reflect.Type) []int {
 	}
 	var f []int
 	for i := range t.NumField() {
-		if t.Field(i).IsExported() {
+		if sf := t.Field(i); sf.IsExported() && sf.Tag.Get("wire") != "-" {
 			f = append(f, i)
 		}
 	}

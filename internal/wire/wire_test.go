@@ -31,6 +31,9 @@ type every struct {
 	MS   map[string]dir // the review walk's index is one
 	N    named
 	hid  int
+	// Derived stands for a field computed from the others (rules.Glob's
+	// Tokens, from its Text): left out.
+	Derived []int `wire:"-"`
 }
 
 type named string
@@ -76,12 +79,15 @@ func fill(v reflect.Value, depth int) {
 		v.SetMapIndex(k, e)
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
+			if encoded(v.Type().Field(i)) {
 				fill(v.Field(i), depth)
 			}
 		}
 	}
 }
+
+// encoded reports whether the encoding holds field f.
+func encoded(f reflect.StructField) bool { return f.IsExported() && f.Tag.Get("wire") != "-" }
 
 // leaves calls f for every leaf reachable from v, map values aside.
 func leaves(v reflect.Value, path string, f func(string, reflect.Value)) {
@@ -96,7 +102,7 @@ func leaves(v reflect.Value, path string, f func(string, reflect.Value)) {
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
+			if encoded(v.Type().Field(i)) {
 				leaves(v.Field(i), path+"."+v.Type().Field(i).Name, f)
 			}
 		}
@@ -137,9 +143,17 @@ func TestRoundTrip(t *testing.T) {
 			t.Errorf("%T round trip:\n got %+v\nwant %+v", v, got.Elem().Elem().Interface(), reflect.ValueOf(v).Elem().Interface())
 		}
 	}
-	// Unexported fields are neither written nor read.
+	// Unexported fields are neither written nor read, nor fields tagged
+	// wire:"-".
 	if !bytes.Equal(encode(t, &every{hid: 7}), encode(t, &every{})) {
 		t.Error("an unexported field was encoded")
+	}
+	if !bytes.Equal(encode(t, &every{Derived: []int{1}}), encode(t, &every{})) {
+		t.Error(`a field tagged wire:"-" was encoded`)
+	}
+	var got every
+	if err := wire.Decode(encode(t, every{S: "s", Derived: []int{1}}), &got); err != nil || got.S != "s" || got.Derived != nil {
+		t.Errorf(`decoding: %+v, %v; want S "s" and no Derived`, got, err)
 	}
 	// Write writes what Append appends, in pieces or not.
 	for _, v := range values() {
