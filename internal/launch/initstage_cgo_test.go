@@ -4,7 +4,6 @@ package launch
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -96,7 +95,7 @@ func mappingRSS(t *testing.T, addr uintptr) (size, rss int) {
 		t.Fatal(err)
 	}
 	if size == 0 {
-		t.Fatal(fmt.Sprintf("no mapping holds %#x in /proc/self/smaps", addr))
+		t.Fatalf("no mapping holds %#x in /proc/self/smaps", addr)
 	}
 	return size, rss
 }
