@@ -560,15 +560,26 @@ func prepareCanary(stateDir string) (string, error) {
 	if canaryIntact(path) {
 		return path, nil
 	}
-	// Its mode first: its owner cannot write a canary of mode 000.
-	if err := os.Chmod(path, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("canary: %w", err)
+	// Made anew: its owner cannot write a canary of mode 000, and what
+	// stands in its place (a symlink, a FIFO) is removed, never followed
+	// nor waited on.
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("removing the damaged canary: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(canaryText), 0o600); err != nil {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("writing the canary: %w", &fs.PathError{Op: "open", Path: path, Err: err})
+	}
+	w := os.NewFile(uintptr(fd), path)
+	_, err = w.WriteString(canaryText)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(path, 0o600) // past the umask
+	}
+	if err != nil {
 		return "", fmt.Errorf("writing the canary: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		return "", fmt.Errorf("canary: %w", err)
 	}
 	f, err := os.Open(path)
 	if err != nil {
