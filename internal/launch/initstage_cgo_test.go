@@ -5,6 +5,7 @@ package launch
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -18,12 +19,21 @@ import (
 // TestTextPopulatedAtStart: before the Go runtime starts, the constructor
 // maps in this executable's read-only segments at once (populate_text in
 // initstage.c), so that the supervisor does not fault its code and
-// read-only data in 64 KiB at a time: every page of both mappings is
-// present, though this test ran and read a part of them (without the
-// populate, some 64-128 KiB of each stay out here). Control: a read-only
-// private file mapping that nothing populated, touched once, is mostly not
-// present, so the measure tells the two apart.
+// read-only data in 64 KiB at a time: in a fresh run of this test binary
+// (a child: in this process, earlier tests may have touched every page),
+// every page of both mappings is present, though the child ran and read a
+// small part of them. Control: a read-only private file mapping that
+// nothing populated, touched once, is mostly not present, so the measure
+// tells the two apart.
 func TestTextPopulatedAtStart(t *testing.T) {
+	if os.Getenv(populateChildVar) != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTextPopulatedAtStart$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), populateChildVar+"=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("the test in a fresh process: %v\n%s", err, out)
+		}
+		return
+	}
 	for what, addr := range map[string]uintptr{
 		"code":           reflect.ValueOf(TestTextPopulatedAtStart).Pointer(),
 		"read-only data": uintptr(unsafe.Pointer(unsafe.StringData(rodataProbe))),
@@ -99,5 +109,8 @@ func mappingRSS(t *testing.T, addr uintptr) (size, rss int) {
 	}
 	return size, rss
 }
+
+// populateChildVar marks the fresh process TestTextPopulatedAtStart runs.
+const populateChildVar = "AGENT_LAUNCHER_TEST_POPULATE_CHILD"
 
 const rodataProbe = "a string constant, in the executable's read-only data"
