@@ -164,6 +164,41 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSkippedFieldsListed: the fields a digest leaves out (tagged
+// wire:"-") in the types the launcher keeps or digests are exactly these,
+// each derived from fields that are encoded (TestEveryFieldCounts does not
+// reach them): a new tag must be argued for here.
+func TestSkippedFieldsListed(t *testing.T) {
+	want := []string{"rules.Glob.Tokens"} // Text's parse (rules.TestGlobTokensFollowText)
+	var got []string
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(ty reflect.Type) {
+		switch ty.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+			walk(ty.Elem())
+		case reflect.Struct:
+			if seen[ty] {
+				return
+			}
+			seen[ty] = true
+			for i := range ty.NumField() {
+				f := ty.Field(i)
+				if f.IsExported() && f.Tag.Get("wire") == "-" {
+					got = append(got, ty.String()+"."+f.Name)
+				}
+				walk(f.Type)
+			}
+		}
+	}
+	for _, v := range values()[1:] { // every is this test's own
+		walk(reflect.TypeOf(v))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("fields tagged wire:\"-\": %q, want %q", got, want)
+	}
+}
+
 // TestEveryFieldCounts: changing any field of a filled value changes its
 // encoding, and so its digest (the plan key's policy and view): a field
 // a later change leaves out fails here.
