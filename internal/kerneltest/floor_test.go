@@ -8,12 +8,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestFloor is the demo as a test: the agent writes its workspace, and
@@ -498,4 +501,41 @@ func TestKeptPlanStaleOutsideWorkspace(t *testing.T) {
 		t.Errorf("want the kept plan sent to an init stage, found stale, a plan made afresh for a second one, and one start-up line (init stages started: %d): %s", n, r.stderr)
 	}
 	wantOK(t, "control: its sibling stays readable", s.agent("read", notes))
+}
+
+// TestRulesUnderLowFileLimit: the init stage applies its Landlock rules
+// with their descriptors open in runs of up to 64 (initstage.c, apply):
+// under an RLIMIT_NOFILE of 40, lower than a run, the session (150-odd
+// rules) still starts, and denies what it denies. The supervisor, a Go
+// program, raises its own limit, and restores the one it was given for
+// the init stage.
+func TestRulesUnderLowFileLimit(t *testing.T) {
+	s := newSandbox(t, standard)
+	key := s.write("home/.ssh/id_ed25519", sshKey)
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := old
+	low.Cur = 40
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	r := s.agent("write", s.ws+"/x", "1")
+	denied := s.agent("read", key)
+	// The session's PID 1, C like the rest of the init stage, has the
+	// limit the Go supervisor was given (the test agent, a Go program,
+	// raises its own).
+	limits := s.agent("read", "/proc/1/limits")
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "a session under RLIMIT_NOFILE 40", r)
+	wantErr(t, "read the key under RLIMIT_NOFILE 40", denied, "EACCES")
+	if !regexp.MustCompile(`Max open files\s+40\s`).MatchString(limits.stdout) {
+		t.Errorf("control: the init stage did not run under the low limit: %s", limits)
+	}
+	if !strings.Contains(r.stderr, "rules") {
+		t.Errorf("no start-up line: %s", r)
+	}
 }
