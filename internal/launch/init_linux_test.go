@@ -334,6 +334,35 @@ func dirRule(t *testing.T, p string, access landlock.Access) landlock.Rule {
 	return landlock.Rule{Path: p, Dir: true, Access: access, Dev: st.Dev, Ino: st.Ino}
 }
 
+// writeCanary makes the file a test plan names as its canary.
+func writeCanary(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sharedDir makes the directory p writable by every user (umask aside),
+// for an agent whose uid may not be the test's.
+func sharedDir(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Mkdir(p, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(p, 0o777)
+}
+
+// devNull opens /dev/null for a session's stdio, closed when the test ends.
+func devNull(t *testing.T) *os.File {
+	t.Helper()
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { null.Close() })
+	return null
+}
+
 func tempFile(t *testing.T) *os.File {
 	t.Helper()
 	f, err := os.CreateTemp(t.TempDir(), "stderr")
@@ -356,9 +385,7 @@ func contents(f *os.File) string {
 // (sh -c "exit 7", confined to reading /usr and /etc), whose status passes.
 func TestInitStageGoIsStrict(t *testing.T) {
 	canary := filepath.Join(t.TempDir(), "canary")
-	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCanary(t, canary)
 	pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
 		Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec)}}
 	cfg := newConfig(pl, "/usr/bin/sh", []string{"sh", "-c", "exit 7"}, nil)
@@ -437,9 +464,7 @@ func TestInitStageUndumpable(t *testing.T) {
 		}
 	}
 	canary := filepath.Join(t.TempDir(), "canary") // outside /usr and /etc: Landlock denies it
-	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCanary(t, canary)
 	if err := os.Chmod(filepath.Dir(canary), 0o755); err != nil {
 		t.Fatal(err)
 	}

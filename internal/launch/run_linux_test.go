@@ -23,14 +23,8 @@ import (
 func TestBeforeStartPrecedesAgent(t *testing.T) {
 	dir := t.TempDir()
 	canary := filepath.Join(dir, "canary")
-	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	writeCanary(t, canary)
+	null := devNull(t)
 	run := func(marker string, before func() error) int {
 		pl := &landlock.Plan{Handled: landlock.ReadFile | landlock.ReadDir | landlock.Execute, Canary: canary,
 			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec)}}
@@ -73,19 +67,10 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 func TestBeforeStartErrorStopsAgent(t *testing.T) {
 	dir := t.TempDir()
 	canary := filepath.Join(dir, "canary")
-	if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCanary(t, canary)
 	out := filepath.Join(dir, "out")
-	if err := os.Mkdir(out, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(out, 0o777)
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	sharedDir(t, out)
+	null := devNull(t)
 	stale := errors.New("the kept plan no longer holds")
 	for _, c := range []struct {
 		name   string
@@ -188,26 +173,16 @@ func TestFailedCanaryStartsNoAgent(t *testing.T) {
 	dir := t.TempDir()
 	granted := filepath.Join(dir, "granted")
 	out := filepath.Join(dir, "out")
-	for _, d := range []string{granted, out} {
-		if err := os.Mkdir(d, 0o777); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(d, 0o777)
-	}
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
+	sharedDir(t, granted)
+	sharedDir(t, out)
+	null := devNull(t)
 	for _, c := range []struct {
 		name      string
 		canaryDir string
 		want      string // "" for the agent to run
 	}{{"control, the canary denied", dir, ""}, {"the canary granted", granted, "not in force"}} {
 		canary := filepath.Join(c.canaryDir, "canary")
-		if err := os.WriteFile(canary, []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeCanary(t, canary)
 		ran := filepath.Join(out, strings.ReplaceAll(c.name, " ", "-"))
 		pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
 			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, granted, readExec),
