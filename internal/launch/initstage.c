@@ -540,12 +540,13 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 	for (size_t i = 0; i < c->nrules; i++) {
 		const struct rule *r = &c->rules[i];
 		int dir = (r->flags & FLAG_DIR) != 0;
-		int fd = xopen(r->path, O_PATH | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : 0), 0);
+		int flags = O_PATH | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : 0);
+		int fd = xopen(r->path, flags, 0);
 		if (fd < 0 && errno == EMFILE && run_from >= 0) {
 			// A low RLIMIT_NOFILE: the run open so far closed first.
 			close_fds(run_from, run_to);
 			run_from = -1;
-			fd = xopen(r->path, O_PATH | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : 0), 0);
+			fd = xopen(r->path, flags, 0);
 		}
 		if (fd < 0 && errno == ENOENT)
 			continue; // removed since planning: nothing to grant; what is made there later has no rule
