@@ -49,9 +49,10 @@ func (c *command) run(args []string) int {
 	}
 	k, kerr := c.detectLandlock()
 	// Where the session will have a private view (Landlock runs it), its
-	// init stage starts now, before the policy is loaded: it execs, makes
-	// its namespaces and waits for its configuration while the policy
-	// loads and the floor is planned (about 2 ms of a kept start here).
+	// init stage starts now, before the policy is loaded: it starts in its
+	// namespaces, as their PID 1, execs and waits for its configuration
+	// while the policy loads and the floor is planned (about 2 ms of a
+	// kept start here).
 	// It runs nothing of the agent's before "go", and whatever stops run
 	// first, a policy with errors included, kills it (Abort; Pdeathsig
 	// besides). A Go init stage started this early slowed the load more

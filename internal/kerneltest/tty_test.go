@@ -141,16 +141,15 @@ func TestNoTerminalInjection(t *testing.T) {
 		t.Errorf("TIOCSTI from the confined agent left %d bytes in the operator's terminal", queued)
 	}
 	// The agent's session is a new one: its own, or, with a private view,
-	// that of the init stage, whose leader (the launcher's child, outside
-	// the session's PID namespace) the agent sees as 0; either way not the
-	// operator's. Seen from inside first, then from the host.
+	// that of the init stage, the session's PID 1, which leads it; either
+	// way not the operator's. Seen from inside first, then from the host.
 	r := run(launcher, "run", "--config", config, "--workspace", ws, "--", agent, "pid")
 	f := strings.Fields(r.line())
 	if r.code != 0 || len(f) < 5 {
 		t.Fatalf("pid inside: %s", r)
 	}
 	pid, ppid, sid := strings.TrimPrefix(f[1], "pid="), strings.TrimPrefix(f[2], "ppid="), strings.TrimPrefix(f[3], "sid=")
-	if sid != pid && !(ppid == "1" && sid == "0") {
+	if sid != pid && !(ppid == "1" && sid == "1") {
 		t.Errorf("the agent is in neither its own session nor the init stage's: %s", r)
 	}
 	const marker = "7.2345"

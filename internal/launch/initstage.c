@@ -30,9 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -44,6 +46,8 @@
 #include <link.h>
 #include <unistd.h>
 #include <linux/capability.h>
+
+#include "initstage.h"
 
 #define SYNC_FD 3
 #define MAX_FRAME (64u << 20)
@@ -72,6 +76,12 @@
 #endif
 #ifndef SYS_close_range
 #define SYS_close_range 436
+#endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
 #endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -151,12 +161,6 @@ struct config {
 // ---- messages --------------------------------------------------------------
 
 static long long trace_origin;
-
-// pid1_pause_ms is a test's pause between PID 1's fork and its
-// parent-death signal (AGENT_LAUNCHER_TEST_PID1_PAUSE_MS in the init
-// stage's environment, which run never sets: initEnv), to show the race
-// there closed (TestInitStagePID1DiesWithRelay).
-static long pid1_pause_ms;
 
 static long long monotonic(void) {
 	struct timespec ts;
@@ -1204,7 +1208,7 @@ static int agent_main(void *p) {
 // session. Until the agent's execve it is suspended in the kernel (the
 // vfork; state D, killable): TERM, USR1 and USR2 wait until then, and are
 // passed on to the agent as it starts.
-static int pid1(const struct config *c) {
+static int pid1(const struct config *c, const sigset_t *agent_mask) {
 	// PID 1 never execs: what it holds beyond stdio and the socket it
 	// closes now, not at an execve.
 	if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) != 0)
@@ -1218,14 +1222,19 @@ static int pid1(const struct config *c) {
 	trace("init stage: private view built");
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
 		return fail(0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
-	// From here the supervisor's signals are PID 1's to handle.
-	sigset_t set, old;
+	// The supervisor's signals are PID 1's to handle: they stay blocked,
+	// as every signal was from this process's start (al_spawn_view), and
+	// sigwaitinfo takes them; the others are unblocked as the supervisor
+	// had them.
+	sigset_t set, mask = *agent_mask;
 	sigemptyset(&set);
 	int sigs[] = {SIGCHLD, SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
 		sigaddset(&set, sigs[i]);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	struct agent_args a = {c, &ds, &old};
+		sigaddset(&mask, sigs[i]);
+	}
+	sigprocmask(SIG_SETMASK, &mask, NULL);
+	struct agent_args a = {c, &ds, agent_mask};
 	pid_t agent = clone(agent_main, agent_stack + sizeof agent_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	if (agent < 0)
 		return fail(0, "init stage: clone: %s", errstr(errno));
@@ -1275,13 +1284,6 @@ static int write_file(const char *path, const char *s) {
 	return k == (ssize_t)n ? 0 : -1;
 }
 
-// refused says whether errno means the system does not allow the
-// namespaces (user namespaces off or limited, a security module's veto),
-// which a start without the view avoids, as opposed to any other failure.
-static int refused(int e) {
-	return e == EPERM || e == EACCES || e == EINVAL || e == ENOSPC || e == EUSERS;
-}
-
 // read_config reads and decodes the "config" frame (step 2), and marks
 // every fd beyond stdio close-on-exec, the socket included, and whatever
 // the supervisor inherited and passed on; 0, else the exit status (the
@@ -1301,107 +1303,180 @@ static int read_config(struct config *c) {
 	return 0;
 }
 
-// ns_failed reports a failure to make the session's namespaces at once:
-// the supervisor looks for it as it sends the configuration, and starts
-// without a view without waiting for anything else (where a host
-// restricts user namespaces, every run does). The configuration is read
-// and dropped then, so that the supervisor's write does not fail.
-static int ns_failed(int e, const char *what) {
-	int code = fail(refused(e), "creating the session's %s: %s", what, errstr(e));
-	size_t n;
-	int eof;
-	free(read_frame(&n, &eof));
-	return code;
+// with_view is the init stage with a private view (ViewArg): the
+// supervisor started it as PID 1 of new user, mount and PID namespaces
+// (al_spawn_view), its uid and gid mapped 1:1, every capability of the
+// new user namespace kept across the execve (ambient), and every signal
+// blocked; mask is the signal mask the supervisor itself was started
+// with, in hex, which the agent gets. It reads the configuration and runs
+// the session as its PID 1 (pid1).
+static int with_view(const char *mask) {
+	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
+	char *end;
+	errno = 0;
+	unsigned long long bits = strtoull(mask, &end, 16);
+	if (errno != 0 || end == mask || *end != 0 || mask[0] == '-' || mask[0] == '+')
+		return fail(0, "init stage: malformed signal mask \"%s\"", mask);
+	sigset_t agent_mask;
+	sigemptyset(&agent_mask);
+	for (int n = 1; n <= 64; n++) {
+		if (bits & (1ULL << (n - 1)))
+			sigaddset(&agent_mask, n);
+	}
+	// A start outside its own PID namespace (by hand, or by a supervisor
+	// that did not make the namespaces) would leave the session's
+	// processes without the PID 1 that ends them.
+	if (getpid() != 1)
+		return fail(0, "init stage: started for a private view, but not as PID 1 of a PID namespace of its own");
+	struct config c;
+	int code = read_config(&c);
+	if (code != 0)
+		return code;
+	if (!c.has_view)
+		return fail(0, "init stage: started for a session with a private view, configured for one without");
+	return pid1(&c, &agent_mask);
 }
 
-// with_namespaces is the init stage with a private view (ViewArg): as
-// soon as it runs, while the supervisor still loads the policy and plans,
-// it makes new user, mount and PID namespaces itself, maps its own ids
-// 1:1 (never 0 for an operator who is not root; an unprivileged process
-// may map only its own ids, with setgroups denied), and forks the
-// session's PID 1, which reads the configuration and builds the view
-// (pid1). The supervisor started this process with a plain vfork: a clone
-// into new namespaces of its own would have copied the supervisor's whole
-// address space (a full fork, 4-8 ms here, and a copy-on-write fault on
-// every page it wrote afterwards). This process stays the supervisor's
-// child: it passes TERM, USR1 and USR2 on to PID 1 and exits with PID 1's
-// status (128+N when signal N killed it); the terminal's signals reach
-// the session's process group directly.
-static int with_namespaces(void) {
-	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
-	unsigned uid = (unsigned)geteuid(), gid = (unsigned)getegid();
-	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID) != 0)
-		return ns_failed(errno, "namespaces: unshare");
-	char map[64];
+// ---- the supervisor's side: starting PID 1 ---------------------------------
+
+// al_initial_mask is the signal mask this process was started with, as
+// al_init_stage found it before the Go runtime ran: the agent's
+// (al_spawn_view passes it to the init stage).
+static sigset_t al_initial_mask;
+
+// al_initial_nofile is the RLIMIT_NOFILE this process was started with:
+// the Go runtime raises the soft limit to the hard one as it starts, and
+// os/exec gives its children the original again; so does al_spawn_view.
+static struct rlimit al_initial_nofile;
+static int al_have_nofile;
+
+// spawn_failed records, in the memory the child shares with the
+// supervisor, the step that failed and its errno; the child then exits.
+static int spawn_failed(struct al_spawn *s, int step) {
+	s->err = errno;
+	s->step = step;
+	_exit(127);
+}
+
+// spawn_child runs in the process that becomes PID 1, between the clone
+// and its execve. It shares the supervisor's memory (CLONE_VM), which is
+// suspended until the execve or _exit (CLONE_VFORK); it runs on its own
+// stack with every signal blocked, so that no Go signal handler runs here,
+// and makes system calls only: no allocation, no lock.
+static int spawn_child(void *p) {
+	struct al_spawn *s = p;
+	// The maps first: the process holds every capability in its new user
+	// namespace, and an unprivileged one may map only its own ids, with
+	// setgroups denied (absent before Linux 3.19).
 	if (write_file("/proc/self/setgroups", "deny") != 0 && errno != ENOENT)
-		return ns_failed(errno, "namespaces: writing /proc/self/setgroups");
-	snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-	if (write_file("/proc/self/uid_map", map) != 0)
-		return ns_failed(errno, "namespaces: writing /proc/self/uid_map");
-	snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-	if (write_file("/proc/self/gid_map", map) != 0)
-		return ns_failed(errno, "namespaces: writing /proc/self/gid_map");
-	sigset_t set, old;
-	sigemptyset(&set);
-	int sigs[] = {SIGCHLD, SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-		sigaddset(&set, sigs[i]);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	// alive's write end stays open here until this process ends: PID 1
-	// reads from it whether this process died before PID 1's parent-death
-	// signal was set (which a death before then never sends).
-	int alive[2];
-	if (pipe2(alive, O_CLOEXEC) != 0)
-		return ns_failed(errno, "PID 1: pipe"); // EMFILE, ENFILE: not refused, no view to drop
-	pid_t child = fork();
-	if (child < 0)
-		return ns_failed(errno, "PID namespace: fork");
-	if (child == 0) {
-		if (pid1_pause_ms > 0) {
-			struct timespec ts = {pid1_pause_ms / 1000, (pid1_pause_ms % 1000) * 1000000};
-			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-				;
+		spawn_failed(s, AL_SPAWN_SETGROUPS);
+	if (write_file("/proc/self/uid_map", s->uid_map) != 0)
+		spawn_failed(s, AL_SPAWN_UID_MAP);
+	if (write_file("/proc/self/gid_map", s->gid_map) != 0)
+		spawn_failed(s, AL_SPAWN_GID_MAP);
+	// A new session: the operator's terminal is not the agent's
+	// controlling terminal, so it cannot inject keystrokes into it.
+	if (setsid() < 0)
+		spawn_failed(s, AL_SPAWN_SETSID);
+	// PID 1 dies with the thread that started it (which outlives the
+	// session); if that died already, the init stage finds the socket
+	// closed and exits.
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+		spawn_failed(s, AL_SPAWN_PDEATHSIG);
+	// fds 0-3: each copied above 3 first (close-on-exec), so that none is
+	// overwritten before it is copied, then to its place.
+	int tmp[4];
+	for (int i = 0; i < 4; i++) {
+		tmp[i] = fcntl(s->fd[i], F_DUPFD_CLOEXEC, 4);
+		if (tmp[i] < 0)
+			spawn_failed(s, AL_SPAWN_FDS);
+	}
+	for (int i = 0; i < 4; i++) {
+		if (dup2(tmp[i], i) != i)
+			spawn_failed(s, AL_SPAWN_FDS);
+	}
+	if (s->ctty >= 0 && ioctl(s->ctty, TIOCSCTTY, 1) != 0)
+		spawn_failed(s, AL_SPAWN_CTTY);
+	if (al_have_nofile && setrlimit(RLIMIT_NOFILE, &al_initial_nofile) != 0)
+		spawn_failed(s, AL_SPAWN_RLIMIT);
+	// An execve by a uid other than 0 drops every capability, which PID 1
+	// needs in its user namespace to build the view: they are made
+	// ambient, which an execve keeps. PID 1 never execs again; the agent's
+	// process clears them all (drop_privileges).
+	if (s->uid != 0) {
+		struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+		struct __user_cap_data_struct data[2];
+		if (syscall(SYS_capget, &hdr, data) != 0)
+			spawn_failed(s, AL_SPAWN_CAPS);
+		data[0].inheritable = data[0].permitted;
+		data[1].inheritable = data[1].permitted;
+		if (syscall(SYS_capset, &hdr, data) != 0)
+			spawn_failed(s, AL_SPAWN_CAPS);
+		for (int cap = 0; cap < 64; cap++) {
+			if ((data[cap / 32].permitted & (1U << (cap % 32))) == 0)
+				continue;
+			if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0)
+				spawn_failed(s, AL_SPAWN_CAPS);
 		}
-		// PID 1 dies with this process, which dies with the supervisor;
-		// if it died already, so does PID 1.
-		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		close(alive[1]);
-		struct pollfd pf = {alive[0], POLLIN, 0};
-		if (poll(&pf, 1, 0) != 0)
-			_exit(125); // hung up: the parent is gone (nothing is ever written)
-		close(alive[0]);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		struct config c;
-		int code = read_config(&c);
-		if (code != 0)
-			return code;
-		if (!c.has_view)
-			return fail(0, "init stage: started for a session with a private view, configured for one without");
-		return pid1(&c);
 	}
-	close(alive[0]);
-	close(SYNC_FD); // PID 1 and the agent report from here
-	// It holds every capability in the session's user namespace: no
-	// process of the session may trace it or read its memory. Not before
-	// the maps are written and PID 1 forked: an undumpable process's /proc
-	// files are root's, which an unprivileged one cannot write (the
-	// unprivileged kernel suites failed so).
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
-		kill(child, SIGKILL);
-		return 125;
+	execve("/proc/self/exe", s->argv, s->envp);
+	spawn_failed(s, AL_SPAWN_EXEC);
+	return 127;
+}
+
+// al_spawn_view starts the init stage of a session with a private view as
+// PID 1 of new user, mount and PID namespaces (step 1 of the sync
+// protocol): one clone(CLONE_VM|CLONE_VFORK) into them and an execve,
+// which share the supervisor's memory instead of copying it, so that no
+// process stands between the supervisor and PID 1. The caller's thread
+// is PID 1's parent for its parent-death signal and must outlive it. It
+// returns 0 with s->pid and s->pidfd set, or -1 with s->step and s->err.
+int al_spawn_view(struct al_spawn *s) {
+	s->pid = 0;
+	s->pidfd = -1;
+	s->step = 0;
+	s->err = 0;
+	s->uid = geteuid();
+	s->gid = getegid();
+	snprintf(s->uid_map, sizeof s->uid_map, "%u %u 1\n", (unsigned)s->uid, (unsigned)s->uid);
+	snprintf(s->gid_map, sizeof s->gid_map, "%u %u 1\n", (unsigned)s->gid, (unsigned)s->gid);
+	unsigned long long bits = 0;
+	for (int n = 1; n <= 64; n++) {
+		if (sigismember(&al_initial_mask, n) == 1)
+			bits |= 1ULL << (n - 1);
 	}
-	for (;;) {
+	snprintf(s->mask, sizeof s->mask, "%llx", bits);
+	s->argv[0] = "agent-launcher";
+	s->argv[1] = INIT_ARG;
+	s->argv[2] = VIEW_ARG;
+	s->argv[3] = s->mask;
+	s->argv[4] = NULL;
+	// The child's stack is on this thread's, which the vfork suspends.
+	char stack[16 << 10] __attribute__((aligned(16)));
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int pidfd = -1;
+	pid_t pid = clone(spawn_child, stack + sizeof stack,
+	                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, s, &pidfd);
+	int e = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (pid < 0) {
+		s->step = AL_SPAWN_CLONE;
+		s->err = e;
+		return -1;
+	}
+	if (s->step != 0) {
+		// The child exited before its execve: reap it.
 		siginfo_t si;
-		int sig = sigwaitinfo(&set, &si);
-		if (sig == SIGCHLD) {
-			int status;
-			pid_t p = waitpid(child, &status, WNOHANG);
-			if (p == child)
-				return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-		} else if (sig == SIGTERM || sig == SIGUSR1 || sig == SIGUSR2) {
-			kill(child, sig);
-		}
+		while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) != 0 && errno == EINTR)
+			;
+		close(pidfd);
+		return -1;
 	}
+	s->pid = pid;
+	s->pidfd = pidfd;
+	return 0;
 }
 
 // ---- the entry ------------------------------------------------------------------
@@ -1412,8 +1487,6 @@ static int init_stage(int argc, char **argv, char **envp) {
 			long long n = strtoll(*e + 21, NULL, 10);
 			trace_origin = n > 1 ? n : 0;
 		}
-		if (strncmp(*e, "AGENT_LAUNCHER_TEST_PID1_PAUSE_MS=", 34) == 0)
-			pid1_pause_ms = strtol(*e + 34, NULL, 10);
 	}
 	trace("init stage: running");
 	// Reaping needs SIGCHLD's default disposition (ignored, the kernel
@@ -1426,8 +1499,8 @@ static int init_stage(int argc, char **argv, char **envp) {
 		(void)!write(2, msg, sizeof msg - 1);
 		return 125;
 	}
-	if (argc == 3 && strcmp(argv[2], VIEW_ARG) == 0)
-		return with_namespaces();
+	if (argc == 4 && strcmp(argv[2], VIEW_ARG) == 0)
+		return with_view(argv[3]);
 	if (argc != 2)
 		return fail(0, "init stage: unexpected arguments (%d, the second \"%s\")", argc, argv[2]);
 	struct config c;
@@ -1532,6 +1605,8 @@ void al_init_stage(void) {
 		mallopt(M_ARENA_MAX, 1);
 #endif
 		populate_text();
+		sigprocmask(SIG_BLOCK, NULL, &al_initial_mask);
+		al_have_nofile = getrlimit(RLIMIT_NOFILE, &al_initial_nofile) == 0;
 		static const int forwarded[] = {SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};
 		for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++) {
 			struct sigaction sa;

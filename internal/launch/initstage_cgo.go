@@ -4,6 +4,8 @@ package launch
 
 /*
 #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
+#include <stdlib.h>
+#include "initstage.h"
 extern void al_init_stage(void);
 extern unsigned long long al_ignored_signals;
 
@@ -16,8 +18,12 @@ __attribute__((constructor)) static void al_init_stage_ctor(void) {
 import "C"
 
 import (
+	"fmt"
 	"os"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // hasInitStage says whether this build has the init stage (initstage.c,
@@ -34,4 +40,66 @@ func ignoredAtStart() []os.Signal {
 		}
 	}
 	return out
+}
+
+// spawnSteps names al_spawn_view's steps (initstage.h) for its errors.
+var spawnSteps = map[C.int]string{
+	C.AL_SPAWN_CLONE:     "clone into new user, mount and PID namespaces",
+	C.AL_SPAWN_SETGROUPS: "writing /proc/self/setgroups",
+	C.AL_SPAWN_UID_MAP:   "writing /proc/self/uid_map",
+	C.AL_SPAWN_GID_MAP:   "writing /proc/self/gid_map",
+	C.AL_SPAWN_SETSID:    "setsid",
+	C.AL_SPAWN_PDEATHSIG: "prctl(PR_SET_PDEATHSIG)",
+	C.AL_SPAWN_FDS:       "setting up fds 0-3",
+	C.AL_SPAWN_CTTY:      "ioctl(TIOCSCTTY)",
+	C.AL_SPAWN_RLIMIT:    "restoring RLIMIT_NOFILE",
+	C.AL_SPAWN_CAPS:      "keeping its capabilities across execve (ambient)",
+	C.AL_SPAWN_EXEC:      "execve /proc/self/exe",
+}
+
+// spawnView starts the init stage of a session with a private view as
+// PID 1 of new namespaces (al_spawn_view, step 1 of the sync protocol),
+// with env as its environment, fds as its fds 0-3 and, unless ctty is
+// -1, fd ctty as its controlling terminal. The calling goroutine must be
+// locked to its thread, which must outlive the init stage (its
+// parent-death signal). A system that refuses the namespaces gives a
+// *ViewError (a start without the view follows); any other failure a
+// *SetupError.
+func spawnView(env []string, fds [4]int, ctty int) (pid, pidfd int, err error) {
+	envp := C.malloc(C.size_t(len(env)+1) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	defer C.free(envp)
+	ptrs := unsafe.Slice((**C.char)(envp), len(env)+1)
+	for i, e := range env {
+		ptrs[i] = C.CString(e)
+		defer C.free(unsafe.Pointer(ptrs[i]))
+	}
+	ptrs[len(env)] = nil
+	s := (*C.struct_al_spawn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_al_spawn{}))))
+	defer C.free(unsafe.Pointer(s))
+	s.envp = (**C.char)(envp)
+	for i, fd := range fds {
+		s.fd[i] = C.int(fd)
+	}
+	s.ctty = C.int(ctty)
+	if C.al_spawn_view(s) == 0 {
+		return int(s.pid), int(s.pidfd), nil
+	}
+	errno := syscall.Errno(s.err)
+	msg := fmt.Sprintf("%s: %v", spawnSteps[s.step], errno)
+	if s.step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) {
+		return 0, -1, &ViewError{Msg: "creating the session's namespaces: " + msg}
+	}
+	return 0, -1, &SetupError{Msg: "starting the init stage: " + msg}
+}
+
+// namespacesRefused says whether errno, from making the session's
+// namespaces, means the system does not allow them (user namespaces off
+// or limited, a security module's veto), which a start without the view
+// avoids, as opposed to any other failure.
+func namespacesRefused(errno syscall.Errno) bool {
+	switch errno {
+	case unix.EPERM, unix.EACCES, unix.EINVAL, unix.ENOSPC, unix.EUSERS:
+		return true
+	}
+	return false
 }

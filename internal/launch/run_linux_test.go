@@ -3,12 +3,16 @@ package launch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
@@ -95,16 +99,34 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 	}
 }
 
-// TestInitStageReportsRefusedNamespacesAtOnce: started for a view where
-// user namespaces are refused (a child user namespace whose
-// user.max_user_namespaces is 0, which leaves the host untouched), the
-// init stage reports the refusal, with the view flag, before any
-// configuration comes: the supervisor, which looks for it as it sends
-// the configuration, starts again without a view at once (found by
-// review: it waited for the session review's first walk). It then reads
-// the configuration and exits 125. Control: where namespaces work,
-// nothing comes before the configuration.
-func TestInitStageReportsRefusedNamespacesAtOnce(t *testing.T) {
+// TestRefusedNamespacesAreViewErrors: where user namespaces are refused (a
+// child user namespace whose user.max_user_namespaces is 0, which leaves
+// the host untouched), starting the init stage for a view fails at once in
+// the supervisor with a *ViewError, which makes run start again without a
+// view, and starts nothing. Control: where namespaces work, the same
+// start succeeds. The starts are this test binary's, run again under
+// util-linux's unshare, which prints what spawnView gave.
+func TestRefusedNamespacesAreViewErrors(t *testing.T) {
+	if os.Getenv("AL_TEST_SPAWN_REFUSED") == "1" {
+		runtime.LockOSThread()
+		devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			fmt.Println("setup", err)
+			os.Exit(0)
+		}
+		_, pidfd, err := spawnView(nil, [4]int{int(devnull.Fd()), int(devnull.Fd()), int(devnull.Fd()), int(devnull.Fd())}, -1)
+		var ve *ViewError
+		switch {
+		case errors.As(err, &ve):
+			fmt.Println("view", err)
+		case err != nil:
+			fmt.Println("setup", err)
+		default:
+			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			fmt.Println("started")
+		}
+		os.Exit(0)
+	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Fatalf("util-linux's unshare is needed: %v", err)
@@ -113,52 +135,22 @@ func TestInitStageReportsRefusedNamespacesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := newConfig(&landlock.Plan{Handled: landlock.ReadFile, Canary: "/etc/passwd"}, "/bin/true", []string{"true"}, nil)
-	cfg.View = &landlock.View{}
 	for _, refused := range []bool{true, false} {
-		conn, child, err := syncPair()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(self, InitArg, ViewArg)
+		pre := ""
 		if refused {
-			cmd = exec.Command(unshare, "-Ur", "/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`,
-				"sh", self, InitArg, ViewArg)
+			pre = "echo 0 > /proc/sys/user/max_user_namespaces && "
 		}
-		cmd.ExtraFiles = []*os.File{child}
-		cmd.Env = []string{}
-		stderr := tempFile(t)
-		cmd.Stderr = stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		child.Close()
-		wait := 300 * time.Millisecond
-		if refused {
-			wait = 10 * time.Second
-		}
-		conn.SetDeadline(time.Now().Add(wait))
-		var rep report
-		err = readFrame(conn, &rep)
+		cmd := exec.Command(unshare, "-Ur", "/bin/sh", "-c", pre+`exec "$@"`, "sh", self, "-test.run=^TestRefusedNamespacesAreViewErrors$")
+		cmd.Env = []string{"AL_TEST_SPAWN_REFUSED=1"}
+		out, err := cmd.CombinedOutput()
+		got := strings.TrimSpace(string(out))
 		switch {
-		case refused && (err != nil || rep.Type != msgError || !rep.View || !strings.Contains(rep.Msg, "creating the session's namespaces")):
-			t.Errorf("refused: before the configuration: %+v, %v; want an error with the view flag (stderr %q)", rep, err, contents(stderr))
-		case !refused && !errors.Is(err, os.ErrDeadlineExceeded):
-			t.Errorf("control: before the configuration: %+v, %v; want nothing", rep, err)
-		}
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		if err := writeRawFrame(conn, cfg.encode()); err != nil {
-			t.Errorf("refused %v: sending the configuration: %v", refused, err)
-		}
-		if !refused {
-			if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
-				t.Errorf("control: %+v, %v; want ready (stderr %q)", rep, err, contents(stderr))
-			}
-		}
-		conn.Close() // no "go"
-		cmd.Wait()
-		if code := cmd.ProcessState.ExitCode(); code != 125 {
-			t.Errorf("refused %v: exit %d, want 125", refused, code)
+		case err != nil:
+			t.Errorf("refused %v: %v: %s", refused, err, got)
+		case refused && (!strings.HasPrefix(got, "view creating the session's namespaces: clone") || !strings.Contains(got, "no space left on device")):
+			t.Errorf("refused: %q; want a view error from the clone (ENOSPC)", got)
+		case !refused && got != "started":
+			t.Errorf("control: %q; want the init stage started", got)
 		}
 	}
 }

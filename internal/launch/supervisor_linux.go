@@ -126,11 +126,15 @@ func Run(ctx context.Context, s Session) (int, error) {
 // execve, its namespaces) runs beside the caller's work. Exactly one of
 // Run and Abort ends it.
 type Pending struct {
-	view      bool
-	notice    func(string, ...any)
-	conn      *os.File
-	cmd       *exec.Cmd
-	exited    <-chan *os.ProcessState
+	view   bool
+	notice func(string, ...any)
+	conn   *os.File
+	// pid is the init stage's; pidfd, with a view, a pidfd of it (-1
+	// without), through which it is killed.
+	pid, pidfd int
+	// exited receives the launcher's exit status for the init stage's
+	// (exitCode) once it has exited and been reaped.
+	exited    <-chan int
 	pty       *sessionPTY
 	relaying  bool
 	cg        *sessionCgroup
@@ -151,7 +155,7 @@ func Start(s Session) (*Pending, error) {
 	if !hasInitStage {
 		return nil, &SetupError{Msg: "this build of agent-launcher has no init stage (built with CGO_ENABLED=0); build it with `make build`"}
 	}
-	p := &Pending{view: s.View != nil}
+	p := &Pending{view: s.View != nil, pidfd: -1}
 	p.notice = func(format string, args ...any) {
 		if s.Notice != nil {
 			s.Notice(fmt.Sprintf(format, args...))
@@ -205,18 +209,22 @@ func Start(s Session) (*Pending, error) {
 	return p, nil
 }
 
-// start starts the init stage (os/exec's vfork and execve, from a locked
-// thread) with child as its end of the sync socket.
+// start starts the init stage with child as its end of the sync socket:
+// with a view, as PID 1 of its namespaces (spawnView); without, with
+// os/exec's vfork and execve. Either from a locked thread.
 func (p *Pending) start(s Session, child *os.File) error {
+	if p.view {
+		return p.startView(s, child)
+	}
 	newCmd := func() *exec.Cmd { return initCmd(s, child, p.pty) }
-	p.cmd = newCmd()
+	cmd := newCmd()
 	if p.cg != nil {
 		// clone3(CLONE_INTO_CGROUP), Linux 5.7: the init stage is in
 		// the session's cgroup from its first instruction.
-		p.cmd.SysProcAttr.UseCgroupFD, p.cmd.SysProcAttr.CgroupFD = true, p.cg.fd()
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, p.cg.fd()
 	}
 	var err error
-	p.exited, err = startLocked(p.cmd)
+	p.exited, err = startLocked(cmd)
 	if err != nil && p.cg != nil {
 		// Fail closed to the subreaper alone, and say so.
 		p.notice("the session's cgroup %s: starting in it failed (%v); the supervisor, as subreaper, alone ends the session's processes", p.cg.path, err)
@@ -225,8 +233,8 @@ func (p *Pending) start(s Session, child *os.File) error {
 			p.notice("the session's cgroup: %v", rerr)
 		}
 		p.cg = nil
-		p.cmd = newCmd()
-		p.exited, err = startLocked(p.cmd)
+		cmd = newCmd()
+		p.exited, err = startLocked(cmd)
 	}
 	if p.cg != nil {
 		p.cg.close() // the init stage is in it
@@ -235,6 +243,61 @@ func (p *Pending) start(s Session, child *os.File) error {
 		p.exited = nil
 		return &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
 	}
+	p.pid = cmd.Process.Pid
+	Trace("init stage started")
+	return nil
+}
+
+// startView starts the init stage of a session with a view as PID 1 of
+// its own namespaces, from a locked thread that waits for it.
+func (p *Pending) startView(s Session, child *os.File) error {
+	files := [3]*os.File{s.Stdin, s.Stdout, s.Stderr}
+	ctty := -1
+	if p.pty != nil {
+		files, ctty = p.pty.stdio(s.Stdin, s.Stdout, s.Stderr)
+	}
+	var fds [4]int
+	for i, f := range files {
+		if f == nil {
+			// As os/exec gives a nil stdio: the null device.
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				return &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+			}
+			defer null.Close()
+			f = null
+		}
+		fds[i] = int(f.Fd())
+	}
+	fds[3] = int(child.Fd())
+	type started struct {
+		pid, pidfd int
+		err        error
+	}
+	start := make(chan started, 1)
+	exited := make(chan int, 1)
+	env := initEnv()
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the child
+		pid, pidfd, err := spawnView(env, fds, ctty)
+		start <- started{pid, pidfd, err}
+		if err != nil {
+			return
+		}
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		exited <- exitCode(ws)
+	}()
+	r := <-start
+	if r.err != nil {
+		return r.err
+	}
+	p.pid, p.pidfd, p.exited = r.pid, r.pidfd, exited
 	Trace("init stage started")
 	return nil
 }
@@ -248,7 +311,11 @@ func (p *Pending) wait() error {
 // kill ends the init stage, if it was started, and reaps it.
 func (p *Pending) kill() {
 	if p.exited != nil {
-		unix.Kill(p.cmd.Process.Pid, unix.SIGKILL)
+		if p.pidfd >= 0 {
+			unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+		} else {
+			unix.Kill(p.pid, unix.SIGKILL)
+		}
 		<-p.exited
 		p.exited = nil
 	}
@@ -269,6 +336,10 @@ func (p *Pending) cleanup() {
 	}
 	p.done = true
 	p.endSession()
+	if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+		p.pidfd = -1
+	}
 	if p.subreaper {
 		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 	}
@@ -321,7 +392,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		}
 	}
 	defer signal.Stop(sigs)
-	conn, pty, pid := p.conn, p.pty, p.cmd.Process.Pid
+	conn, pty, pid := p.conn, p.pty, p.pid
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
 	if s.View != nil {
@@ -341,9 +412,9 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
-	// An init stage whose namespaces were refused said so as it started
-	// (where a host restricts user namespaces, every run): the start
-	// without a view follows at once, not after BeforeStart.
+	// An init stage that failed already (a configuration it refused, a
+	// mount of the view) said so: the start without a view, or the error,
+	// follows at once, not after BeforeStart.
 	var rep report
 	answered := false
 	if waiting(conn) {
@@ -380,9 +451,8 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		if err := readFrame(conn, &rep); err != nil || rep.Type != msgReady {
 			p.kill()
 			// With "go" in the socket and no "error", the agent may have
-			// started: the kill ends it too (PID 1 dies with the init
-			// stage's first process, its parent-death signal, and the
-			// session's processes with PID 1).
+			// started: the kill ends it too (the session's processes end
+			// with their PID 1; without a view, endSession ends them).
 			return 0, notReady(rep, err, goErr == nil && (err != nil || rep.Type != msgError))
 		}
 	}
@@ -419,10 +489,10 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 				target = -pid // setsid made the agent a process group leader
 			}
 			unix.Kill(target, sig.(unix.Signal))
-		case state := <-p.exited:
+		case code := <-p.exited:
 			p.exited = nil
 			p.endSession()
-			return exitStatus(state), nil
+			return code, nil
 		}
 	}
 }
@@ -476,17 +546,13 @@ func syncPair() (conn, child *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "supervisor-sync"), os.NewFile(uintptr(fds[1]), "init-sync"), nil
 }
 
-// initCmd is the command that starts the init stage of s, with child, the
-// init stage's end of the sync socket, at fd 3, and pty, if not nil, as
-// its stdio and controlling terminal.
+// initCmd is the command that starts the init stage of s, a session
+// without a view, with child, the init stage's end of the sync socket, at
+// fd 3, and pty, if not nil, as its stdio and controlling terminal.
 func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
-	args := []string{"agent-launcher", InitArg}
-	if s.View != nil {
-		args = append(args, ViewArg)
-	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       args,
+		Args:       []string{"agent-launcher", InitArg},
 		Env:        initEnv(),
 		Stdin:      s.Stdin,
 		Stdout:     s.Stdout,
@@ -513,9 +579,9 @@ func initCmd(s Session, child *os.File, pty *sessionPTY) *exec.Cmd {
 // Pdeathsig fires when the thread that started the child exits, not the
 // process (golang/go#27505). The channel receives cmd's state once it has
 // exited and been reaped.
-func startLocked(cmd *exec.Cmd) (<-chan *os.ProcessState, error) {
+func startLocked(cmd *exec.Cmd) (<-chan int, error) {
 	started := make(chan error, 1)
-	exited := make(chan *os.ProcessState, 1)
+	exited := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the child
 		if err := cmd.Start(); err != nil {
@@ -524,7 +590,8 @@ func startLocked(cmd *exec.Cmd) (<-chan *os.ProcessState, error) {
 		}
 		started <- nil
 		cmd.Wait()
-		exited <- cmd.ProcessState
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		exited <- exitCode(unix.WaitStatus(ws))
 	}()
 	return exited, <-started
 }
@@ -604,11 +671,11 @@ func descendants(pid int) []int {
 	return out
 }
 
-// exitStatus maps a wait status to the launcher's exit status.
-func exitStatus(st *os.ProcessState) int {
-	ws, ok := st.Sys().(syscall.WaitStatus)
-	if ok && ws.Signaled() {
+// exitCode maps a wait status to the launcher's exit status: the
+// process's, or 128+N when signal N killed it.
+func exitCode(ws unix.WaitStatus) int {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	return st.ExitCode()
+	return ws.ExitStatus()
 }

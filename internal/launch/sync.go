@@ -3,9 +3,10 @@
 // and exec the agent (DESIGN.md section 5). The init stage is C
 // (initstage.c), run by a constructor before the Go runtime starts
 // (initstage_cgo.go): a process without a Go runtime starts in a
-// millisecond instead of eight here, is single-threaded until the agent's
-// execve, and can make the session's namespaces itself, so the supervisor
-// starts it with a vfork instead of a copy of its whole address space.
+// millisecond instead of eight here, and is single-threaded until the
+// agent's execve. The supervisor starts it with a vfork, which shares the
+// supervisor's address space instead of copying it: with a view, into the
+// session's new namespaces, as their PID 1 (al_spawn_view).
 //
 // # The sync protocol
 //
@@ -18,22 +19,31 @@
 //	step  supervisor                          init stage (initstage.c)
 //	----  ----------------------------------  -------------------------------------------
 //	 1    start the init stage (vfork):
-//	      /proc/self/exe InitArg [ViewArg],
+//	      /proc/self/exe InitArg [ViewArg MASK],
 //	      fd 3 = socket, setsid, Pdeathsig SIGKILL,
 //	      from a locked OS thread that
-//	      outlives it; without a view, as a
+//	      outlives it. With a view
+//	      (al_spawn_view): one clone(CLONE_VM|
+//	      CLONE_VFORK) into new user, mount and
+//	      PID namespaces, whose child maps its
+//	      uid and gid 1:1 (setgroups denied),
+//	      keeps its capabilities across the
+//	      execve (ambient) and keeps every
+//	      signal blocked; MASK is the
+//	      supervisor's initial signal mask, in
+//	      hex (the agent's). A system that
+//	      refuses the namespaces fails the clone:
+//	      a *ViewError, and run starts again
+//	      without a view. Without a view, as a
 //	      child subreaper, and in a cgroup of
 //	      its own (clone3 with
 //	      CLONE_INTO_CGROUP) where it can
 //	      make one (cgroup_linux.go)
-//	 2                                        with a view (ViewArg), at once, while the
-//	                                          supervisor still loads and plans: unshare
-//	                                          new user, mount and PID namespaces, map
-//	                                          its own uid and gid 1:1 (setgroups
-//	                                          denied), fork PID 1 and stay as its parent
-//	                                          (pass TERM, USR1, USR2 on; exit with its
-//	                                          status); a failure here is reported at
-//	                                          once, and "config" then read and dropped
+//	 2                                        with a view, it is the session's PID 1: it
+//	                                          refuses to run otherwise (getpid() != 1)
+//	                                          or with a malformed MASK, and waits for
+//	                                          "config" while the supervisor still loads
+//	                                          and plans
 //	 3    -> "config" (plan, view, argv, env; read by PID 1 (with a view): mark
 //	      the view checked, the binds sorted  every fd but 0-2 close-on-exec; a view
 //	      by path)                            only with ViewArg, none without. PID 1
@@ -75,10 +85,9 @@
 //
 // Any failure in steps 2-5 is reported as <- "error" and the init stage
 // exits 125 without running the agent; an "error" with "view" set came
-// from the namespaces or mounts of steps 2 and 3, and the supervisor may
-// start again without a view: it looks for an answer already there as it
-// sends "config", and otherwise reads it after its own work before "go"
-// (step 6). The supervisor kills the init stage if "config" cannot be
+// from the mounts of step 3, and the supervisor may start again without a
+// view: it looks for an answer already there as it sends "config", and
+// otherwise reads it after its own work before "go" (step 6). The supervisor kills the init stage if "config" cannot be
 // written within ReadyTimeout, or "ready" does not arrive within
 // ReadyTimeout of "go" (the agent, if it had started, ends with it).
 // Frames are at most maxFrame bytes.
@@ -102,8 +111,8 @@ import (
 const InitArg = "__agent-launcher-init"
 
 // ViewArg, the init stage's second argument, says that the session has a
-// private view: the init stage makes its namespaces before the
-// configuration comes (step 2 of the sync protocol).
+// private view: the init stage is the PID 1 of the session's namespaces
+// (steps 1 and 2 of the sync protocol); the signal mask follows it.
 const ViewArg = "view"
 
 // ReadyTimeout bounds each wait for the init stage: the write of

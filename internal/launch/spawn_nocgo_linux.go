@@ -1,0 +1,9 @@
+//go:build !cgo
+
+package launch
+
+// spawnView: without initstage.c there is no init stage to start (Start
+// refuses first).
+func spawnView(env []string, fds [4]int, ctty int) (pid, pidfd int, err error) {
+	return 0, -1, &SetupError{Msg: "this build of agent-launcher has no init stage"}
+}
