@@ -200,22 +200,23 @@ func Start(s Session) (*Pending, error) {
 	// caller spends on its own work (loading the policy, planning) until
 	// Run or Abort waits for them.
 	p.starting = make(chan struct{})
-	go func() {
-		defer close(p.starting)
-		defer child.Close()
-		p.startErr = p.start(s, child)
-	}()
+	if p.view {
+		go p.startView(s, child)
+	} else {
+		go func() {
+			defer close(p.starting)
+			defer child.Close()
+			p.startErr = p.start(s, child)
+		}()
+	}
 	ok = true
 	return p, nil
 }
 
-// start starts the init stage with child as its end of the sync socket:
-// with a view, as PID 1 of its namespaces (spawnView); without, with
-// os/exec's vfork and execve. Either from a locked thread.
+// start starts the init stage of a session without a view, with child as
+// its end of the sync socket: os/exec's vfork and execve, from a locked
+// thread (startLocked).
 func (p *Pending) start(s Session, child *os.File) error {
-	if p.view {
-		return p.startView(s, child)
-	}
 	newCmd := func() *exec.Cmd { return initCmd(s, child, p.pty) }
 	cmd := newCmd()
 	if p.cg != nil {
@@ -249,8 +250,35 @@ func (p *Pending) start(s Session, child *os.File) error {
 }
 
 // startView starts the init stage of a session with a view as PID 1 of
-// its own namespaces, from a locked thread that waits for it.
-func (p *Pending) startView(s Session, child *os.File) error {
+// its own namespaces (spawnView), with child as its end of the sync
+// socket, and closes p.starting; then it waits for the init stage and
+// sends its exit status on p.exited. It runs as its own goroutine, locked
+// to its thread for good: the thread that started PID 1 must outlive it
+// (its parent-death signal).
+func (p *Pending) startView(s Session, child *os.File) {
+	runtime.LockOSThread() // never unlocked: the thread ends with the child
+	pid, pidfd, err := p.spawn(s, child)
+	child.Close()
+	if err != nil {
+		p.startErr = err
+		close(p.starting)
+		return
+	}
+	exited := make(chan int, 1)
+	p.pid, p.pidfd, p.exited = pid, pidfd, exited
+	Trace("init stage started")
+	close(p.starting)
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
+			break
+		}
+	}
+	exited <- exitCode(ws)
+}
+
+// spawn gives spawnView s's stdio, or the pty's side of it, and child.
+func (p *Pending) spawn(s Session, child *os.File) (pid, pidfd int, err error) {
 	files := [3]*os.File{s.Stdin, s.Stdout, s.Stderr}
 	ctty := -1
 	if p.pty != nil {
@@ -262,7 +290,7 @@ func (p *Pending) startView(s Session, child *os.File) error {
 			// As os/exec gives a nil stdio: the null device.
 			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 			if err != nil {
-				return &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+				return 0, -1, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
 			}
 			defer null.Close()
 			f = null
@@ -270,36 +298,7 @@ func (p *Pending) startView(s Session, child *os.File) error {
 		fds[i] = int(f.Fd())
 	}
 	fds[3] = int(child.Fd())
-	type started struct {
-		pid, pidfd int
-		err        error
-	}
-	start := make(chan started, 1)
-	exited := make(chan int, 1)
-	env := initEnv()
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the child
-		pid, pidfd, err := spawnView(env, fds, ctty)
-		start <- started{pid, pidfd, err}
-		if err != nil {
-			return
-		}
-		var ws unix.WaitStatus
-		for {
-			_, err := unix.Wait4(pid, &ws, 0, nil)
-			if err != unix.EINTR {
-				break
-			}
-		}
-		exited <- exitCode(ws)
-	}()
-	r := <-start
-	if r.err != nil {
-		return r.err
-	}
-	p.pid, p.pidfd, p.exited = r.pid, r.pidfd, exited
-	Trace("init stage started")
-	return nil
+	return spawnView(initEnv(), fds, ctty)
 }
 
 // wait waits until the init stage has started, or failed to.
