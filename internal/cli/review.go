@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -356,7 +358,7 @@ func saveReview(stateDir string, r *reviewReport) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	b, err := encodeReview(r)
 	if err != nil {
 		return err
 	}
@@ -374,6 +376,114 @@ func saveReview(stateDir string, r *reviewReport) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// encodeReview encodes r as json.MarshalIndent(r, "", "  ") does. A
+// report without changes, every session's but those that changed a
+// persistence file, is written here without reflection: encoding/json's
+// first use in a process, building its encoders, took 0.4-1 ms of every
+// run's end (docs/design-amendments.md, the eleventh pass).
+// TestEncodeReviewMatchesJSON holds the two to the same bytes.
+func encodeReview(r *reviewReport) ([]byte, error) {
+	if len(r.Changes) > 0 {
+		return json.MarshalIndent(r, "", "  ")
+	}
+	strs := func(b []byte, name string, v []string) []byte {
+		b = append(b, ",\n  \""...)
+		b = append(b, name...)
+		b = append(b, "\": "...)
+		switch {
+		case v == nil:
+			return append(b, "null"...)
+		case len(v) == 0:
+			return append(b, "[]"...)
+		}
+		b = append(b, '[')
+		for i, s := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, "\n    "...)
+			b = appendJSONString(b, s)
+		}
+		return append(b, "\n  ]"...)
+	}
+	ended, err := r.Ended.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 512)
+	b = append(b, "{\n  \"schema\": "...)
+	b = strconv.AppendInt(b, int64(r.Schema), 10)
+	b = append(b, ",\n  \"ended\": "...)
+	b = append(b, ended...)
+	b = strs(b, "command", r.Command)
+	b = append(b, ",\n  \"workspace\": "...)
+	b = appendJSONString(b, r.Workspace)
+	b = strs(b, "roots", r.Roots)
+	if r.Changes == nil {
+		b = append(b, ",\n  \"changes\": null"...)
+	} else {
+		b = append(b, ",\n  \"changes\": []"...)
+	}
+	if r.Incomplete != "" {
+		b = append(b, ",\n  \"incomplete\": "...)
+		b = appendJSONString(b, r.Incomplete)
+	}
+	return append(b, "\n}"...), nil
+}
+
+// appendJSONString appends s as a JSON string the way encoding/json writes
+// one: <, > and & escaped, as are U+2028 and U+2029, and each byte of
+// invalid UTF-8 written as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // printReview prints the report's changes, one line each, for the

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -208,5 +210,41 @@ func TestWalkIndexKept(t *testing.T) {
 	}
 	if got := c.walkIndex("k"); !reflect.DeepEqual(got, idx) {
 		t.Errorf("kept %+v, read back %+v", idx, got)
+	}
+}
+
+// TestEncodeReviewMatchesJSON: encodeReview writes a report without
+// changes by hand; it must give json.MarshalIndent's bytes exactly, for
+// strings with every kind of character encoding/json escapes (control
+// characters, quotes, HTML characters, U+2028 and U+2029, invalid UTF-8),
+// nil and empty lists, and with and without the incomplete note. Control:
+// a report with changes goes to encoding/json itself.
+func TestEncodeReviewMatchesJSON(t *testing.T) {
+	odd := []string{"", "/plain/path", "quote\" back\\slash", "<a>&b", "tab\tnl\nret\rbs\bff\f", "\x00\x01\x1f\x7f",
+		"line\u2028para\u2029", "bad\xff\xfeutf8", "é日本\U0001F600", "\xed\xa0\x80", "trail\xe2\x82"}
+	ended := time.Date(2026, 11, 23, 22, 18, 5, 123456789, time.UTC)
+	var reports []*reviewReport
+	for _, s := range odd {
+		for _, changes := range [][]reviewChange{nil, {}} {
+			reports = append(reports,
+				&reviewReport{Schema: 1, Ended: ended, Command: []string{s, "x"}, Workspace: s, Roots: []string{"/r", s}, Changes: changes},
+				&reviewReport{Schema: 1, Ended: ended.Add(-time.Hour), Command: nil, Workspace: s, Roots: []string{}, Changes: changes, Incomplete: s + "!"},
+				&reviewReport{Schema: 2, Ended: time.Time{}, Command: []string{}, Roots: nil, Changes: changes})
+		}
+	}
+	for _, r := range reports {
+		want, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeReview(r)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("encodeReview(%+v) = %q, %v;\nwant %q", r, got, err, want)
+		}
+	}
+	withChange := &reviewReport{Schema: 1, Ended: ended, Changes: []reviewChange{{Kind: "created", Path: "/w/.envrc", Rule: "<workspace>/.envrc"}}}
+	want, _ := json.MarshalIndent(withChange, "", "  ")
+	if got, err := encodeReview(withChange); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("control, a change: %q, %v; want %q", got, err, want)
 	}
 }
