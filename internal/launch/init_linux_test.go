@@ -525,8 +525,10 @@ func TestInitStageGoIsStrict(t *testing.T) {
 
 // TestInitStageUndumpable: PID 1, which holds every capability in the
 // session's user namespace, is undumpable, so its /proc files are root's
-// and another process of the operator's cannot read its memory,
-// environment or file descriptors; the agent, which execs after it, is
+// and the agent cannot read its memory, environment or file descriptors
+// (an unconfined process of the operator's on the host, which owns the
+// session's user namespace, still may: docs/design-amendments.md, the
+// eleventh pass); the agent, which execs after it, is
 // dumpable again and its files are the operator's (the control). The
 // stage runs as an unprivileged user, where the difference shows: started
 // by this test binary run again as uid 4242 when the test runs as root (a

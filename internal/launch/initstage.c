@@ -1361,8 +1361,10 @@ static int spawn_failed(struct al_spawn *s, int step) {
 // spawn_child runs in the process that becomes PID 1, between the clone
 // and its execve. It shares the supervisor's memory (CLONE_VM), which is
 // suspended until the execve or _exit (CLONE_VFORK); it runs on its own
-// stack with every signal blocked, so that no Go signal handler runs here,
-// and makes system calls only: no allocation, no lock.
+// stack with every signal blocked that the C library lets a program block
+// (sigfillset leaves out the library's own, 32-34, for which the
+// supervisor has no handler), so that no Go signal handler runs here, and
+// makes system calls only: no allocation, no lock.
 static int spawn_child(void *p) {
 	struct al_spawn *s = p;
 	// The maps first: the process holds every capability in its new user
@@ -1458,7 +1460,8 @@ int al_spawn_view(struct al_spawn *s) {
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int pidfd = -1;
 	pid_t pid = clone(spawn_child, stack + sizeof stack,
-	                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, s, &pidfd);
+	                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, s, &pidfd,
+	                  NULL, NULL);
 	int e = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (pid < 0) {

@@ -270,9 +270,18 @@ func (p *Pending) startView(s Session, child *os.File) {
 	close(p.starting)
 	var ws unix.WaitStatus
 	for {
-		if _, err := unix.Wait4(pid, &ws, 0, nil); err != unix.EINTR {
-			break
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
 		}
+		if err != nil {
+			// Reaped by someone else, which nothing in a session with a
+			// view does: not reported as the agent's success.
+			p.notice("waiting for the session's PID 1: %v", err)
+			exited <- 125 // the launcher's own failure (SetupError's status)
+			return
+		}
+		break
 	}
 	exited <- exitCode(ws)
 }

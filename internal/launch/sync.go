@@ -28,8 +28,8 @@
 //	      PID namespaces, whose child maps its
 //	      uid and gid 1:1 (setgroups denied),
 //	      keeps its capabilities across the
-//	      execve (ambient) and keeps every
-//	      signal blocked; MASK is the
+//	      execve (ambient) and keeps signals
+//	      blocked (all a program may); MASK is the
 //	      supervisor's initial signal mask, in
 //	      hex (the agent's). A system that
 //	      refuses the namespaces fails the clone:
