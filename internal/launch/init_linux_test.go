@@ -523,6 +523,34 @@ func TestInitStageGoIsStrict(t *testing.T) {
 	}
 }
 
+// unprivilegedSelf returns this test binary, a uid and the credential to
+// run it with as an unprivileged user: itself, as is, when the test runs
+// as one; else a copy that uid 4242 may execute, and that uid.
+func unprivilegedSelf(t *testing.T) (bin string, uid int, cred *syscall.Credential) {
+	t.Helper()
+	bin, uid = "/proc/self/exe", os.Geteuid()
+	if uid != 0 {
+		return bin, uid, nil
+	}
+	uid = 4242
+	cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	dir := t.TempDir()
+	bin = filepath.Join(dir, "launch.test")
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin, uid, cred
+}
+
 // TestInitStageUndumpable: PID 1, which holds every capability in the
 // session's user namespace, is undumpable, so its /proc files are root's
 // and the agent cannot read its memory, environment or file descriptors
@@ -547,26 +575,7 @@ func TestInitStageUndumpable(t *testing.T) {
 		unix.Wait4(pid, &ws, 0, nil)
 		os.Exit(exitCode(ws))
 	}
-	bin, uid := "/proc/self/exe", os.Geteuid()
-	var cred *syscall.Credential
-	if uid == 0 {
-		uid = 4242
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
-		dir := t.TempDir()
-		bin = filepath.Join(dir, "launch.test")
-		exe, err := os.ReadFile("/proc/self/exe")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(bin, exe, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-			if err := os.Chmod(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	bin, uid, cred := unprivilegedSelf(t)
 	canary := filepath.Join(t.TempDir(), "canary") // outside /usr and /etc: Landlock denies it
 	writeCanary(t, canary)
 	if err := os.Chmod(filepath.Dir(canary), 0o755); err != nil {

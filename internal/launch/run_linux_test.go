@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -153,6 +155,92 @@ func TestRefusedNamespacesAreViewErrors(t *testing.T) {
 			t.Errorf("control: %q; want the init stage started", got)
 		}
 	}
+}
+
+// TestRefusedCapabilitiesAreViewErrors: where the process that becomes
+// PID 1 cannot keep its capabilities across its execve (capset refused: a
+// seccomp filter here, a security module elsewhere), the view cannot be
+// built, and starting it fails with a *ViewError, which makes run start
+// without a view (still under Landlock), not a *SetupError, which would
+// make it fail. Only an unprivileged operator's PID 1 takes that step: the
+// start runs as one (this test binary run again, as uid 4242 when the
+// test runs as root). Control: without the filter, the same start
+// succeeds.
+func TestRefusedCapabilitiesAreViewErrors(t *testing.T) {
+	if mode := os.Getenv("AL_TEST_SPAWN_CAPSET"); mode != "" {
+		runtime.LockOSThread()
+		if mode == "refused" {
+			if err := refuseCapset(); err != nil {
+				fmt.Println("filter", err)
+				os.Exit(0)
+			}
+		}
+		devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			fmt.Println("setup", err)
+			os.Exit(0)
+		}
+		fd := int(devnull.Fd())
+		_, pidfd, err := spawnView(nil, [4]int{fd, fd, fd, fd}, -1)
+		var ve *ViewError
+		switch {
+		case errors.As(err, &ve):
+			fmt.Println("view", err)
+		case err != nil:
+			fmt.Println("setup", err)
+		default:
+			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			fmt.Println("started")
+		}
+		os.Exit(0)
+	}
+	bin, _, cred := unprivilegedSelf(t)
+	for _, mode := range []string{"refused", "allowed"} {
+		cmd := exec.Command(bin, "-test.run=^TestRefusedCapabilitiesAreViewErrors$")
+		cmd.Env = []string{"AL_TEST_SPAWN_CAPSET=" + mode}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		got := strings.TrimSpace(string(out))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v: %s", mode, err, got)
+		case mode == "refused" && !strings.HasPrefix(got, "view ") || mode == "refused" && !strings.Contains(got, "capabilities"):
+			t.Errorf("capset refused: %q; want a view error naming the capabilities step", got)
+		case mode == "allowed" && got != "started":
+			t.Errorf("control: %q; want the init stage started", got)
+		}
+	}
+}
+
+// refuseCapset installs a seccomp filter (no_new_privs first) under which
+// capset fails with EPERM and every other system call is allowed.
+func refuseCapset() error {
+	const (
+		auditArchX8664 = 0xc000003e
+		retAllow       = 0x7fff0000
+		retErrno       = 0x00050000
+	)
+	if runtime.GOARCH != "amd64" {
+		return fmt.Errorf("the filter is written for amd64, not %s", runtime.GOARCH)
+	}
+	prog := []unix.SockFilter{
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 4}, // arch
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: auditArchX8664, Jt: 1, Jf: 0},
+		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
+		{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: 0}, // nr
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: unix.SYS_CAPSET, Jt: 0, Jf: 1},
+		{Code: unix.BPF_RET | unix.BPF_K, K: retErrno | uint32(unix.EPERM)},
+		{Code: unix.BPF_RET | unix.BPF_K, K: retAllow},
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return err
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	// SECCOMP_FILTER_FLAG_TSYNC: every thread of this Go process.
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 1, uintptr(unsafe.Pointer(&fprog))); errno != 0 {
+		return errno
+	}
+	return nil
 }
 
 // TestFailedCanaryStartsNoAgent: "go" is in the socket before the init
