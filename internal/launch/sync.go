@@ -32,8 +32,9 @@
 //	      blocked (all a program may); MASK is the
 //	      supervisor's initial signal mask, in
 //	      hex (the agent's). A system that
-//	      refuses the namespaces fails the clone:
-//	      a *ViewError, and run starts again
+//	      refuses the namespaces (the clone, the
+//	      maps) or PID 1's capabilities gives a
+//	      *ViewError, and run starts again
 //	      without a view. Without a view, as a
 //	      child subreaper, and in a cgroup of
 //	      its own (clone3 with
