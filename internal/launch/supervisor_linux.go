@@ -492,11 +492,16 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 				pty.resize() // the kernel signals the pty's foreground group
 				continue
 			}
-			target := pid
-			if toGroup(sig) {
-				target = -pid // setsid made the agent a process group leader
+			switch {
+			case toGroup(sig):
+				unix.Kill(-pid, sig.(unix.Signal)) // setsid made the init stage a process group leader
+			case p.pidfd >= 0:
+				// Through the pidfd: once the init stage has exited and
+				// been reaped, its pid may be another process's.
+				unix.PidfdSendSignal(p.pidfd, sig.(unix.Signal), nil, 0)
+			default:
+				unix.Kill(pid, sig.(unix.Signal))
 			}
-			unix.Kill(target, sig.(unix.Signal))
 		case code := <-p.exited:
 			p.exited = nil
 			p.endSession()
