@@ -101,6 +101,32 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 	}
 }
 
+// spawnAndSay is a helper process's part in the spawn tests: it starts an
+// init stage for a view from a locked thread, with /dev/null as its fds
+// 0-3, prints what spawnView gave ("view ...", "setup ..." or "started",
+// the init stage then killed) and exits.
+func spawnAndSay() {
+	runtime.LockOSThread()
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Println("setup", err)
+		os.Exit(0)
+	}
+	fd := int(devnull.Fd())
+	_, pidfd, err := spawnView(nil, [4]int{fd, fd, fd, fd}, -1)
+	var ve *ViewError
+	switch {
+	case errors.As(err, &ve):
+		fmt.Println("view", err)
+	case err != nil:
+		fmt.Println("setup", err)
+	default:
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		fmt.Println("started")
+	}
+	os.Exit(0)
+}
+
 // TestRefusedNamespacesAreViewErrors: where user namespaces are refused (a
 // child user namespace whose user.max_user_namespaces is 0, which leaves
 // the host untouched), starting the init stage for a view fails at once in
@@ -110,24 +136,7 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 // util-linux's unshare, which prints what spawnView gave.
 func TestRefusedNamespacesAreViewErrors(t *testing.T) {
 	if os.Getenv("AL_TEST_SPAWN_REFUSED") == "1" {
-		runtime.LockOSThread()
-		devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-		if err != nil {
-			fmt.Println("setup", err)
-			os.Exit(0)
-		}
-		_, pidfd, err := spawnView(nil, [4]int{int(devnull.Fd()), int(devnull.Fd()), int(devnull.Fd()), int(devnull.Fd())}, -1)
-		var ve *ViewError
-		switch {
-		case errors.As(err, &ve):
-			fmt.Println("view", err)
-		case err != nil:
-			fmt.Println("setup", err)
-		default:
-			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-			fmt.Println("started")
-		}
-		os.Exit(0)
+		spawnAndSay()
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
@@ -168,31 +177,13 @@ func TestRefusedNamespacesAreViewErrors(t *testing.T) {
 // succeeds.
 func TestRefusedCapabilitiesAreViewErrors(t *testing.T) {
 	if mode := os.Getenv("AL_TEST_SPAWN_CAPSET"); mode != "" {
-		runtime.LockOSThread()
 		if mode == "refused" {
 			if err := refuseCapset(); err != nil {
 				fmt.Println("filter", err)
 				os.Exit(0)
 			}
 		}
-		devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-		if err != nil {
-			fmt.Println("setup", err)
-			os.Exit(0)
-		}
-		fd := int(devnull.Fd())
-		_, pidfd, err := spawnView(nil, [4]int{fd, fd, fd, fd}, -1)
-		var ve *ViewError
-		switch {
-		case errors.As(err, &ve):
-			fmt.Println("view", err)
-		case err != nil:
-			fmt.Println("setup", err)
-		default:
-			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
-			fmt.Println("started")
-		}
-		os.Exit(0)
+		spawnAndSay()
 	}
 	bin, _, cred := unprivilegedSelf(t)
 	for _, mode := range []string{"refused", "allowed"} {
