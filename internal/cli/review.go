@@ -381,7 +381,7 @@ func saveReview(stateDir string, r *reviewReport) error {
 // encodeReview encodes r as json.MarshalIndent(r, "", "  ") does. A
 // report without changes, every session's but those that changed a
 // persistence file, is written here without reflection: encoding/json's
-// first use in a process, building its encoders, took 0.4-1 ms of every
+// first use in a process, building its encoders, took 0.25-0.3 ms of every
 // run's end (docs/design-amendments.md, the eleventh pass).
 // TestEncodeReviewMatchesJSON holds the two to the same bytes.
 func encodeReview(r *reviewReport) ([]byte, error) {

@@ -77,13 +77,8 @@ func startInitStage(t *testing.T, stderr *os.File, view bool, env ...string) (*o
 			if err != nil {
 				return
 			}
-			var ws unix.WaitStatus
-			for {
-				if _, err := unix.Wait4(p.pid, &ws, 0, nil); err != unix.EINTR {
-					break
-				}
-			}
-			p.done <- exitCode(ws)
+			code, _ := reap(p.pid)
+			p.done <- code
 		}()
 		if err := <-started; err != nil {
 			t.Fatal(err)
@@ -571,9 +566,8 @@ func TestInitStageUndumpable(t *testing.T) {
 			os.Exit(1)
 		}
 		fmt.Println(pid)
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, 0, nil)
-		os.Exit(exitCode(ws))
+		code, _ := reap(pid)
+		os.Exit(code)
 	}
 	bin, uid, cred := unprivilegedSelf(t)
 	canary := filepath.Join(t.TempDir(), "canary") // outside /usr and /etc: Landlock denies it

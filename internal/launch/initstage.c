@@ -520,12 +520,6 @@ static int in_devs(uint64_t dev, const uint64_t *devs, size_t ndevs) {
 	return 0;
 }
 
-// apply restricts the calling process with the plan's rules and scopes,
-// after setting no_new_privs, as landlock.Apply does: every rule path is
-// opened here with O_PATH|O_NOFOLLOW and refused when it now names another
-// inode than the planner saw (a view rule: an inode of a filesystem the
-// view mounted); a path gone since planning gets no rule. The ruleset
-// handles exactly what the plan says: the supervisor chose the ABI.
 // close_fds closes the descriptors from first to last.
 static void close_fds(int first, int last) {
 	if (syscall(SYS_close_range, (unsigned)first, (unsigned)last, 0) != 0) {
@@ -534,6 +528,12 @@ static void close_fds(int first, int last) {
 	}
 }
 
+// apply restricts the calling process with the plan's rules and scopes,
+// after setting no_new_privs, as landlock.Apply does: every rule path is
+// opened here with O_PATH|O_NOFOLLOW and refused when it now names another
+// inode than the planner saw (a view rule: an inode of a filesystem the
+// view mounted); a path gone since planning gets no rule. The ruleset
+// handles exactly what the plan says: the supervisor chose the ABI.
 static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, struct failure *f) {
 	int run_from = -1, run_to = -1; // the rules' descriptors still open
 	struct al_ruleset_attr attr = {c->handled, 0, c->scoped};
@@ -1306,7 +1306,7 @@ static int read_config(struct config *c) {
 // with_view is the init stage with a private view (ViewArg): the
 // supervisor started it as PID 1 of new user, mount and PID namespaces
 // (al_spawn_view), its uid and gid mapped 1:1, every capability of the
-// new user namespace kept across the execve (ambient), and every signal
+// new user namespace kept across the execve (ambient), and its signals
 // blocked; mask is the signal mask the supervisor itself was started
 // with, in hex, which the agent gets. It reads the configuration and runs
 // the session as its PID 1 (pid1).

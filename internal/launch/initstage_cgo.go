@@ -86,13 +86,10 @@ func spawnView(env []string, fds [4]int, ctty int) (pid, pidfd int, err error) {
 	}
 	errno := syscall.Errno(s.err)
 	msg := fmt.Sprintf("%s: %v", spawnSteps[s.step], errno)
-	switch {
-	case s.step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno):
-		return 0, -1, &ViewError{Msg: "creating the session's namespaces: " + msg}
-	case s.step == C.AL_SPAWN_CAPS:
-		// Without its capabilities PID 1 cannot build the view, whatever
-		// refused them (a security module, a seccomp filter): the session
-		// starts without one, under Landlock still.
+	// Refused namespaces, or capabilities refused to PID 1 (by a security
+	// module, a seccomp filter), without which it cannot build the view:
+	// the session starts without one, under Landlock still.
+	if s.step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) || s.step == C.AL_SPAWN_CAPS {
 		return 0, -1, &ViewError{Msg: "creating the session's namespaces: " + msg}
 	}
 	return 0, -1, &SetupError{Msg: "starting the init stage: " + msg}

@@ -268,6 +268,19 @@ func (p *Pending) startView(s Session, child *os.File) {
 	p.pid, p.pidfd, p.exited = pid, pidfd, exited
 	Trace("init stage started")
 	close(p.starting)
+	code, err := reap(pid)
+	if err != nil {
+		// Reaped by someone else, which nothing in a session with a view
+		// does: not reported as the agent's success.
+		p.notice("waiting for the session's PID 1: %v", err)
+		code = 125 // the launcher's own failure (SetupError's status)
+	}
+	exited <- code
+}
+
+// reap waits for the child pid to exit and reaps it: its exit status for
+// the launcher (exitCode).
+func reap(pid int) (int, error) {
 	var ws unix.WaitStatus
 	for {
 		_, err := unix.Wait4(pid, &ws, 0, nil)
@@ -275,15 +288,10 @@ func (p *Pending) startView(s Session, child *os.File) {
 			continue
 		}
 		if err != nil {
-			// Reaped by someone else, which nothing in a session with a
-			// view does: not reported as the agent's success.
-			p.notice("waiting for the session's PID 1: %v", err)
-			exited <- 125 // the launcher's own failure (SetupError's status)
-			return
+			return 0, err
 		}
-		break
+		return exitCode(ws), nil
 	}
-	exited <- exitCode(ws)
 }
 
 // spawn gives spawnView s's stdio, or the pty's side of it, and child.
