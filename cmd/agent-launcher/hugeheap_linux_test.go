@@ -35,6 +35,16 @@ nonsense
 	if got := heapChunks(maps, 0x27f7ab812345); !reflect.DeepEqual(got, want) {
 		t.Errorf("heapChunks = %#x, want %#x", got, want)
 	}
+	// The kernel merges adjacent chunks into one mapping, also across an
+	// arena's edge (with the runtime's random heap base, the first chunks
+	// can straddle one): the part inside the arena is the heap's.
+	straddling := []byte(`27f7a7c00000-27f7a8400000 rw-p 00000000 00:00 0
+27f7abc00000-27f7ac400000 rw-p 00000000 00:00 0                          [anon: Go: heap]
+`)
+	want = [][2]uintptr{{0x27f7a8000000, 0x27f7a8400000}, {0x27f7abc00000, 0x27f7ac000000}}
+	if got := heapChunks(straddling, 0x27f7a8012345); !reflect.DeepEqual(got, want) {
+		t.Errorf("heapChunks, mappings across the arena's edges = %#x, want %#x", got, want)
+	}
 }
 
 // TestHugeHeapAdvises checks on the real kernel that hugeHeap marks the
