@@ -35,7 +35,10 @@ import (
 // grows into a second chunk, which faults 4 KiB at a time.
 // docs/design-amendments.md, the eighth and tenth passes, has the
 // measurements.
-func hugeHeap() {
+func hugeHeap() { hugeHeapAt(uintptr(unsafe.Pointer(heapProbe()))) }
+
+// hugeHeapAt is hugeHeap for the heap arena that holds addr.
+func hugeHeapAt(addr uintptr) {
 	if strings.Contains(os.Getenv("GODEBUG"), "disablethp=1") {
 		return
 	}
@@ -52,7 +55,7 @@ func hugeHeap() {
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, addr, n, uintptr(advice))
 		return errno == 0
 	}
-	for _, r := range heapChunks(maps, uintptr(unsafe.Pointer(heapProbe()))) {
+	for _, r := range heapChunks(maps, addr) {
 		if !madvise(r[0], r[1]-r[0], unix.MADV_HUGEPAGE) {
 			continue
 		}
@@ -91,7 +94,7 @@ const (
 
 // heapChunks returns the [start, end) of the mappings in a /proc/PID/maps
 // text that are the Go heap's in the arena holding addr: anonymous,
-// private, read-write, aligned to heapChunk and a multiple of it, inside
+// private, read-write, aligned to heapChunk and a multiple of it, cut to
 // that 64 MiB arena, and unnamed or named as the runtime names its heap
 // where the kernel has CONFIG_ANON_VMA_NAME.
 func heapChunks(maps []byte, addr uintptr) [][2]uintptr {
@@ -111,7 +114,13 @@ func heapChunks(maps []byte, addr uintptr) [][2]uintptr {
 		}
 		a, err1 := strconv.ParseUint(string(lo), 16, 64)
 		b, err2 := strconv.ParseUint(string(hi), 16, 64)
-		if err1 != nil || err2 != nil || b <= a || a%heapChunk != 0 || (b-a)%heapChunk != 0 || a < arena || b > arena+heapArena {
+		if err1 != nil || err2 != nil || b <= a || a%heapChunk != 0 || (b-a)%heapChunk != 0 {
+			continue
+		}
+		// The kernel merges adjacent chunks into one mapping, also
+		// across the arena's edges: only the part inside it counts.
+		a, b = max(a, arena), min(b, arena+heapArena)
+		if a >= b {
 			continue
 		}
 		out = append(out, [2]uintptr{uintptr(a), uintptr(b)})

@@ -48,18 +48,24 @@ nonsense
 }
 
 // TestHugeHeapAdvises checks on the real kernel that hugeHeap marks the
-// heap chunk that holds a live object for huge pages (VmFlags "hg"), as
-// the control it was not before, and that it leaves the runtime's other
-// anonymous mappings as they were; where THP is "never" it does nothing.
+// heap chunk that holds a live heap object for huge pages (VmFlags "hg"),
+// as the control it was not before, and that it leaves the runtime's
+// other anonymous mappings as they were; where THP is "never" it does
+// nothing. The object is given to hugeHeapAt, as hugeHeap gives it its
+// own: with the test binary's random heap base the heap can span two
+// arenas, and two objects need not lie in the same one.
 func TestHugeHeapAdvises(t *testing.T) {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {
 		t.Fatalf("THP mode: %v", err)
 	}
-	obj := new([64]byte)
+	obj := heapProbe()
 	addr := uintptr(unsafe.Pointer(obj))
 	before := smaps(t)
-	hugeHeap()
+	if maps, err := os.ReadFile("/proc/self/maps"); err != nil || !inChunks(heapChunks(maps, addr), addr) {
+		t.Fatalf("heapProbe's object %#x lies in none of its arena's heap chunks %#x (%v)", addr, heapChunks(maps, addr), err)
+	}
+	hugeHeapAt(addr)
 	after := smaps(t)
 	never := bytes.Contains(mode, []byte("[never]"))
 	var heap *mapping
@@ -85,6 +91,15 @@ func TestHugeHeapAdvises(t *testing.T) {
 	}
 	t.Logf("THP %s; the heap chunk %#x-%#x: %q", bytes.TrimSpace(mode), heap.lo, heap.hi, heap.flags)
 	_ = obj[0]
+}
+
+func inChunks(chunks [][2]uintptr, addr uintptr) bool {
+	for _, c := range chunks {
+		if c[0] <= addr && addr < c[1] {
+			return true
+		}
+	}
+	return false
 }
 
 type mapping struct {
