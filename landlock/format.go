@@ -36,6 +36,9 @@ func (pl *Plan) Format() string {
 		}
 		w.Flush()
 	}
+	if len(pl.Sealed) > 0 {
+		fmt.Fprintf(&b, "\nsystem secrets without a rule (%d): the file permissions alone keep the agent from them, as from every user but root:\n  %s\n", len(pl.Sealed), strings.Join(pl.Sealed, " "))
+	}
 	fmt.Fprintf(&b, "\nscanned %d entries for name patterns\n", pl.Scanned)
 	return b.String()
 }

@@ -183,7 +183,7 @@ func planBinds(whole *tiers.Matcher, abi int, fsys FS, opts Options) (*Plan, err
 	opts.Integrity = whole
 	var unbound []Unbound
 	for range 4 {
-		q, err := FloorPolicy(whole, fsys, unbound)
+		q, _, err := FloorPolicy(whole, fsys, true, unbound)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package landlock
 import (
 	"errors"
 	"fmt"
+	"github.com/bmatcuk/doublestar/v4"
 	"io/fs"
 	"path"
 	"slices"
@@ -139,6 +140,10 @@ type Plan struct {
 	// not allow reading): the caller plans again with a rule that keeps
 	// them read-only on the floor, by sibling rules.
 	Unbound []Unbound `json:"unbound,omitempty"`
+	// Sealed are the patterns of the built-in system secrets the floor
+	// leaves to the file permissions, which alone keep the agent from
+	// them (FloorPolicy); the caller sets them.
+	Sealed []string `json:"sealed,omitempty"`
 }
 
 // Bind is an existing path the built-in write protection names inside a
@@ -1125,17 +1130,31 @@ func (pl *Plan) Grants(path string, t FileType) Access {
 	return a & applicable(t, false)
 }
 
-// FloorPolicy returns the policy the floor is planned on when the private
-// view enforces the built-in write protection with mounts
-// (Options.Integrity): whole's policy without the write protection of
-// existing paths, plus a literal one for each path in unbound, which a
-// mount cannot protect and the floor must, by sibling rules (for a
-// directory whose contents are protected too, its tree).
-func FloorPolicy(whole *tiers.Matcher, fsys FS, unbound []Unbound) (*rules.Policy, error) {
+// FloorPolicy returns the policy the floor is planned on, and the
+// patterns of the system secrets it leaves to the file permissions: whole's
+// policy without each built-in system secret (/etc/shadow, ...) that the
+// file permissions alone keep from the agent at every path it matches
+// (sealedSecret), and, with integrity (the private view enforces the
+// built-in write protection with mounts, Options.Integrity), without the
+// write protection of existing paths, plus a literal one for each path in
+// unbound, which a mount cannot protect and the floor must, by sibling
+// rules (for a directory whose contents are protected too, its tree).
+//
+// A sealed secret needs no rule: the kernel refuses the agent with the
+// mode bits, as it refuses every other user, and its rule inside a granted
+// /etc would carve /etc into a rule per entry (140 here), with each entry
+// replaced later (resolv.conf) unreachable until the next session. For
+// root, or with a capability, no secret is sealed.
+func FloorPolicy(whole *tiers.Matcher, fsys FS, integrity bool, unbound []Unbound) (*rules.Policy, []string, error) {
 	q := *whole.Policy()
 	q.Rules = nil
+	var sealed []string
 	for _, r := range whole.Policy().Rules {
-		if r.Kind != rules.KindWriteProtect {
+		if r.SystemSecret() && sealedSecret(r, fsys) {
+			sealed = append(sealed, r.Pattern)
+			continue
+		}
+		if !integrity || r.Kind != rules.KindWriteProtect {
 			q.Rules = append(q.Rules, r)
 			continue
 		}
@@ -1172,14 +1191,51 @@ func FloorPolicy(whole *tiers.Matcher, fsys FS, unbound []Unbound) (*rules.Polic
 		for _, pattern := range patterns {
 			globs, err := rules.ParsePattern(pattern)
 			if err != nil {
-				return nil, fmt.Errorf("landlock: protecting %s: %w", u.Path, err)
+				return nil, nil, fmt.Errorf("landlock: protecting %s: %w", u.Path, err)
 			}
 			src := r.Source
 			src.Key += ", by sibling rules where " + u.Reason
 			q.Rules = append(q.Rules, &rules.Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: rules.KindWriteProtect, Tier: rules.Read, Note: r.Note, Source: src})
 		}
 	}
-	return &q, nil
+	return &q, sealed, nil
+}
+
+// sealedSecret reports whether the file permissions alone keep the agent
+// from every path r matches, now and where it may appear: each literal
+// path (a tree's root), and for a pattern with one wildcard name under a
+// literal directory (/etc/ssh/ssh_host_*_key) each entry there it matches
+// and a new name there (sealedBy). Any other pattern keeps its rule.
+func sealedSecret(r *rules.Rule, fsys FS) bool {
+	for _, g := range r.Globs {
+		if path, _, ok := literal(g); ok {
+			if !sealedBy(fsys, path) {
+				return false
+			}
+			continue
+		}
+		dir, rest := g.LiteralPrefix()
+		if dir == "" || strings.Contains(rest, "/") || strings.Contains(rest, "**") {
+			return false
+		}
+		if !sealedBy(fsys, join(dir, newNameProbe)) {
+			return false
+		}
+		entries, err := fsys.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a new name there was sealed: so is the directory's making
+		}
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			path := join(dir, e.Name)
+			if ok, _ := doublestar.Match(g.Text, path); ok && !sealedBy(fsys, path) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // newNameProbe is a name that exists nowhere, to ask what the policy says

@@ -47,7 +47,23 @@ const (
 	// ObsLinks is the hard-link check's question (linkStat): of the
 	// answer only whether there is more than one link, and then the Info.
 	ObsLinks ObsOp = 'n'
+	// ObsSealed is FloorPolicy's question whether the file permissions
+	// alone keep the agent from a system secret (sealedBy).
+	ObsSealed ObsOp = 's'
 )
+
+// sealer is an FS that can tell whether the file permissions alone keep
+// the agent from a path (osFS.sealed says how).
+type sealer interface {
+	sealed(path string) bool
+}
+
+// sealedBy asks fsys whether the file permissions alone keep the agent
+// from path; false where fsys cannot tell.
+func sealedBy(fsys FS, path string) bool {
+	s, ok := fsys.(sealer)
+	return ok && s.sealed(path)
+}
 
 // Observations are the questions of one or more planning passes, each once.
 type Observations []Observation
@@ -134,6 +150,12 @@ func (r *Recorder) Resolve(path string) (string, error) {
 	t, err := r.fs.Resolve(path)
 	r.note(ObsResolve, path, sumResolve(t, err))
 	return t, err
+}
+
+func (r *Recorder) sealed(path string) bool {
+	s := sealedBy(r.fs, path)
+	r.note(ObsSealed, path, sumSealed(s))
+	return s
 }
 
 func (r *Recorder) linkStat(path string) (Info, bool) {
@@ -225,6 +247,8 @@ func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 			sum = sumResolve(fsys.Resolve(o.Path))
 		case ObsLinks:
 			sum = sumLinks(linkStat(fsys, o.Path))
+		case ObsSealed:
+			sum = sumSealed(sealedBy(fsys, o.Path))
 		default:
 			return false
 		}
@@ -310,6 +334,11 @@ func sumReadDir(entries []DirEntry, err error) [32]byte {
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+func sumSealed(s bool) [32]byte {
+	var buf [256]byte
+	return sumOf(&buf, ObsSealed).u64(boolU(s)).sum()
 }
 
 func sumPseudo(p bool) [32]byte {

@@ -199,7 +199,7 @@ func TestPlanBinds(t *testing.T) {
 func TestPlanBindsHardLink(t *testing.T) {
 	whole := compile(t, basePolicy)
 	fsys := newMemFS("/usr/bin/sh", "/home/u/.local/state/agent-launcher/", testWS+"/.git/config", testWS+"/.git/hooks/pre-commit*2")
-	q, err := FloorPolicy(whole, fsys, nil)
+	q, _, err := FloorPolicy(whole, fsys, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestPlanBindsHardLink(t *testing.T) {
 	if err != nil || !slices.ContainsFunc(pl.Unbound, func(u Unbound) bool { return u.Path == testWS+"/.git/hooks" }) {
 		t.Fatalf("first round: %v, unbound %+v, binds %+v", err, pl.Unbound, pl.Binds)
 	}
-	if q, err = FloorPolicy(whole, fsys, pl.Unbound); err != nil {
+	if q, _, err = FloorPolicy(whole, fsys, true, pl.Unbound); err != nil {
 		t.Fatal(err)
 	}
 	if floor, err = tiers.Compile(q); err != nil {

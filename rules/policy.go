@@ -142,6 +142,23 @@ func (r *Rule) Exceptable() bool {
 	return r.Source.Origin == OriginBuiltin && r.Source.Key != layerLauncher
 }
 
+// SystemSecret reports whether r is one of the built-in denylist's
+// system secrets (/etc/shadow, /etc/sudoers, the SSH host keys, ...):
+// files the system itself keeps from every user but root, at absolute
+// paths. The floor leaves one to the file permissions where they already
+// refuse the agent (landlock.FloorPolicy).
+func (r *Rule) SystemSecret() bool {
+	if r.Source.Origin != OriginBuiltin || r.Source.Key != layerDenylist || r.Kind != KindTier || r.Tier != Deny {
+		return false
+	}
+	for _, e := range systemSecrets {
+		if r.Pattern == e.pattern {
+			return true
+		}
+	}
+	return false
+}
+
 // Connect is one connect_paths entry.
 type Connect struct {
 	// Value is an absolute socket path, or an abstract name starting with "@".

@@ -395,6 +395,31 @@ presets = []
 	}
 }
 
+// TestSystemSecret: exactly the built-in system secrets, not a user's
+// deny of the same path, another built-in deny, or a write protection.
+func TestSystemSecret(t *testing.T) {
+	p := load(t, memFS{"/cfg/config.toml": `
+[file_policy]
+deny_paths = ["/etc/shadow", "/etc/app/secret"]
+`}, "")
+	var got []string
+	for _, r := range p.Rules {
+		if r.SystemSecret() {
+			got = append(got, r.Pattern)
+		}
+	}
+	var want []string
+	for _, e := range systemSecrets {
+		want = append(want, e.pattern)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("system secrets %q, want %q", got, want)
+	}
+	if !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return r.Pattern == "/etc/shadow" && r.Source.Origin != OriginBuiltin }) {
+		t.Errorf("control: the user's own deny of /etc/shadow is missing")
+	}
+}
+
 func TestWarnings(t *testing.T) {
 	p := load(t, memFS{"/cfg/config.toml": `
 [file_policy]

@@ -144,25 +144,28 @@ func (e *env) planFloorOn(base landlock.FS, p *compiled, abi int, canary string)
 	// With the private view, the built-in write protection of existing
 	// paths is enforced by mounts (landlock.Bind): the floor is planned on
 	// the policy without it, except at the paths a mount cannot protect.
+	// The floor's policy leaves out the system secrets the file
+	// permissions keep from the agent (landlock.FloorPolicy).
 	var floor *tiers.Matcher
+	var sealed []string
 	var unbound []landlock.Unbound
 	for round := 0; ; round++ {
 		fsys := base
-		m := p.m
 		opts.Integrity = nil
+		if floor == nil {
+			if floor, sealed, err = e.compileFloor(base, p, unbound); err != nil {
+				return nil, p, notes, false, err
+			}
+		}
 		if e.view != nil {
 			fsys = e.view.FS(fsys) // planned as the agent will see it
-			if floor == nil {
-				if floor, err = e.compileFloor(base, p, unbound); err != nil {
-					return nil, p, notes, false, err
-				}
-			}
-			m, opts.Integrity = floor, p.m
+			opts.Integrity = p.m
 		}
-		pl, err := landlock.NewPlan(m, abi, fsys, opts)
+		pl, err := landlock.NewPlan(floor, abi, fsys, opts)
 		if err != nil {
 			return nil, p, notes, false, err
 		}
+		pl.Sealed = sealed
 		// New paths a mount cannot protect change only the floor's policy.
 		for _, u := range pl.Unbound {
 			if !slices.ContainsFunc(unbound, func(o landlock.Unbound) bool { return o.Path == u.Path }) {
@@ -224,15 +227,21 @@ func (e *env) planFloorOn(base landlock.FS, p *compiled, abi int, canary string)
 	}
 }
 
-// compileFloor compiles the policy the floor is planned on when the
-// private view enforces the built-in write protection with mounts
-// (landlock.FloorPolicy).
-func (e *env) compileFloor(fsys landlock.FS, p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, error) {
-	q, err := landlock.FloorPolicy(p.m, fsys, unbound)
+// compileFloor compiles the policy the floor is planned on
+// (landlock.FloorPolicy): without the system secrets the file permissions
+// keep from the agent, whose patterns it returns, and, when the private
+// view enforces the built-in write protection with mounts, without that.
+// Where neither changes the policy, the floor's matcher is p's.
+func (e *env) compileFloor(fsys landlock.FS, p *compiled, unbound []landlock.Unbound) (*tiers.Matcher, []string, error) {
+	q, sealed, err := landlock.FloorPolicy(p.m, fsys, e.view != nil, unbound)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+	if e.view == nil && len(sealed) == 0 {
+		return p.m, nil, nil
+	}
+	m, err := tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+	return m, sealed, err
 }
 
 // extendable reports whether a protection may be extended to target: it

@@ -3,10 +3,12 @@ package kerneltest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -594,4 +596,54 @@ func TestKnownLimitLinkedAnywhereMatch(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, envSec) {
 		t.Errorf("the documented limit changed: the hard-linked .env is now %s; update the README and this test", r)
 	}
+}
+
+// TestSystemSecretsSealed: /etc/shadow and its kin stay unreadable inside
+// a session. For root, whom the file permissions do not bind, the floor
+// denies them, and /etc is carved into a rule per entry around them. For
+// an ordinary user the file permissions alone keep it from them, as from
+// every user but root (it runs with no capability and no_new_privs, so no
+// set-user-ID program reads them for it): the floor leaves them without a
+// rule and grants /etc whole, which check --landlock says. The control:
+// without the launcher root reads them and the ordinary user cannot.
+func TestSystemSecretsSealed(t *testing.T) {
+	s := newSandbox(t, standard)
+	root := os.Geteuid() == 0
+	c := s.exec(launcher, "check", "--landlock", "--json", "--config", s.config, "--workspace", s.ws)
+	var pl struct {
+		Sealed []string                `json:"sealed"`
+		Carved []struct{ Path string } `json:"carved"`
+	}
+	if err := json.Unmarshal([]byte(c.stdout), &pl); err != nil {
+		t.Fatalf("check --landlock --json: %v: %s", err, c)
+	}
+	etcCarved := slices.ContainsFunc(pl.Carved, func(c struct{ Path string }) bool { return c.Path == "/etc" })
+	var secrets []string
+	for _, p := range []string{"/etc/shadow", "/etc/gshadow"} {
+		if _, err := os.Lstat(p); err == nil {
+			secrets = append(secrets, p)
+		}
+	}
+	switch {
+	case root && len(pl.Sealed) > 0:
+		t.Errorf("root: system secrets left without a rule: %q", pl.Sealed)
+	case root && len(secrets) > 0 && !etcCarved:
+		t.Errorf("root: /etc is not carved around %q: %s", secrets, c.stdout)
+	case !root && (!slices.Contains(pl.Sealed, "/etc/shadow") || !slices.Contains(pl.Sealed, "/etc/ssh/ssh_host_*_key")):
+		t.Errorf("uid %d: the system secrets are not left to the file permissions: sealed %q", os.Geteuid(), pl.Sealed)
+	case !root && etcCarved:
+		t.Errorf("uid %d: /etc is carved though the file permissions keep the secrets: %s", os.Geteuid(), c.stdout)
+	}
+	if len(secrets) == 0 {
+		t.Logf("no /etc/shadow or /etc/gshadow here (a VM guest's /etc): only the plan is checked")
+	}
+	for _, p := range secrets {
+		if root {
+			wantOK(t, "control: bare root reads "+p, s.bare("read", p))
+		} else {
+			wantErr(t, "control: bare reads "+p, s.bare("read", p), "EACCES")
+		}
+		wantErr(t, "read "+p, s.agent("read", p), "EACCES")
+	}
+	wantOK(t, "control: read /etc/passwd", s.agent("read", "/etc/passwd"))
 }

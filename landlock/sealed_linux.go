@@ -1,0 +1,116 @@
+package landlock
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// sealed reports whether the file permissions alone keep the agent from
+// every access to path: reading, writing, executing (a directory: listing,
+// entering, changing it), and removing or renaming it. The agent runs with
+// this process's user and groups, without capabilities and with
+// no_new_privs (so no set-user-ID program runs as another user for it), in
+// a user namespace that maps the ids 1:1: what the mode bits refuse this
+// process without a capability, they refuse the agent. The check is the
+// kernel's own for a file without an ACL (its owner's, group's or others'
+// bits, whichever apply), computed from lstat, not asked of access(2):
+// that would also count a security module's refusal of this process,
+// which the agent's program may not share.
+//
+// It is false, and the floor keeps its rule, for root or a process with
+// any capability, for a file of this user (its owner may chmod it), a
+// symlink, a file with a POSIX ACL, and a path whose parent directory
+// this user may change (or whose first existing ancestor it may, for a
+// path that does not exist: the agent could make it). A path that does not
+// exist is sealed when the agent cannot make it: what appears there later
+// is root's, with root's permissions.
+func (osFS) sealed(path string) bool {
+	cred, ok := dacCredentials()
+	if !ok {
+		return false
+	}
+	var st unix.Stat_t
+	err := unix.Lstat(path, &st)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+			err := unix.Lstat(dir, &st)
+			if err == nil {
+				return st.Mode&unix.S_IFMT == unix.S_IFDIR && cred.refused(dir, &st, unix.S_IWOTH)
+			}
+			if !errors.Is(err, unix.ENOENT) || dir == "/" {
+				return false
+			}
+		}
+	}
+	if err != nil {
+		return false
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFDIR:
+	default:
+		return false
+	}
+	if !cred.refused(path, &st, unix.S_IROTH|unix.S_IWOTH|unix.S_IXOTH) {
+		return false
+	}
+	dir := filepath.Dir(path)
+	if err := unix.Lstat(dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	return cred.refused(dir, &st, unix.S_IWOTH)
+}
+
+// credentials are the user and groups the mode bits are checked for.
+type credentials struct {
+	uid    uint32
+	groups []uint32 // the effective group and the supplementary ones
+}
+
+// dacCredentials returns this process's credentials, false when the mode
+// bits do not bind it: root, a capability in its effective set, or a
+// real user or group other than the effective one (not the agent's).
+func dacCredentials() (credentials, bool) {
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 || uid != os.Getuid() || gid != os.Getgid() {
+		return credentials{}, false
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if unix.Capget(&hdr, &data[0]) != nil || data[0].Effective != 0 || data[1].Effective != 0 {
+		return credentials{}, false
+	}
+	gs, err := unix.Getgroups()
+	if err != nil {
+		return credentials{}, false
+	}
+	c := credentials{uid: uint32(uid), groups: []uint32{uint32(gid)}}
+	for _, g := range gs {
+		c.groups = append(c.groups, uint32(g))
+	}
+	return c, true
+}
+
+// refused reports whether the bits of st that apply to c (the owner's,
+// the group's or the others', as the kernel picks them) give none of
+// want (others' bits: S_IROTH, S_IWOTH, S_IXOTH), and st is not c's own
+// and has no ACL. A directory refused only writing needs execute for
+// nothing: without write its entries cannot change.
+func (c credentials) refused(path string, st *unix.Stat_t, want uint32) bool {
+	if st.Uid == c.uid {
+		return false
+	}
+	bits := st.Mode & 0o7 // the others'
+	if slices.Contains(c.groups, st.Gid) {
+		bits = st.Mode >> 3 & 0o7
+	}
+	if bits&want != 0 {
+		return false
+	}
+	// An ACL decides instead of the group's bits; any ACL keeps the rule.
+	_, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
+	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP)
+}

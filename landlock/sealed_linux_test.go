@@ -1,0 +1,142 @@
+package landlock
+
+import (
+	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// sealedCases are osFS.sealed's answers for an ordinary user (uid 4242,
+// gid 4242) on the files TestSealedOS makes as root in dir (a directory
+// of root's, mode 0755): only what the mode bits keep from the user is
+// sealed.
+var sealedCases = []struct {
+	name string
+	want bool
+}{
+	{"root-0600", true},
+	{"root-dir-0700", true},
+	{"absent", true},                   // its parent is root's 0755
+	{"root-dir-0755/absent", true},     // so is this one's
+	{"root-0604", false},               // others may read
+	{"root-0640-group", false},         // its group is the user's
+	{"root-0601", false},               // others may execute
+	{"user-0000", false},               // the user's own: it may chmod it
+	{"root-0600-acl", false},           // an ACL lets the user read
+	{"root-dir-1777/absent", false},    // the user could make it
+	{"root-dir-1777/root-0600", false}, // or rename it away
+	{"link-to-root-0600", false},       // a symlink
+	{"root-dir-0755", false},           // a directory it may list
+}
+
+// TestSealedOS checks osFS.sealed on the real kernel: as root nothing is
+// sealed; as an ordinary user (this test binary run again as uid 4242,
+// from a copy that user may execute) exactly what the mode bits keep from
+// it, a POSIX ACL and a writable parent counted. Run as an ordinary user
+// directly, it checks what it can make or find: its own files are not
+// sealed, a name nobody lets it make under / is.
+func TestSealedOS(t *testing.T) {
+	if dir := os.Getenv("AL_TEST_SEALED_DIR"); dir != "" {
+		for _, c := range sealedCases {
+			if got := (osFS{}).sealed(filepath.Join(dir, c.name)); got != c.want {
+				t.Errorf("uid %d: sealed(%s) = %v, want %v", os.Geteuid(), c.name, got, c.want)
+			}
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		own := t.TempDir()
+		if err := os.WriteFile(filepath.Join(own, "f"), nil, 0o000); err != nil {
+			t.Fatal(err)
+		}
+		for path, want := range map[string]bool{"/agent-launcher-absent": true, own + "/f": false, own + "/absent": false, "/": false} {
+			if got := (osFS{}).sealed(path); got != want {
+				t.Errorf("uid %d: sealed(%s) = %v, want %v", os.Geteuid(), path, got, want)
+			}
+		}
+		return
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string, mode os.FileMode, uid, gid int) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("secret"), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkdir := func(name string, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.Mkdir(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file("root-0600", 0o600, 0, 0)
+	mkdir("root-dir-0700", 0o700)
+	mkdir("root-dir-0755", 0o755)
+	file("root-0604", 0o604, 0, 0)
+	file("root-0640-group", 0o640, 0, 4242)
+	file("root-0601", 0o601, 0, 0)
+	file("user-0000", 0, 4242, 4242)
+	file("root-0600-acl", 0o600, 0, 0)
+	mkdir("root-dir-1777", 0o777|os.ModeSticky)
+	file("root-dir-1777/root-0600", 0o600, 0, 0)
+	if err := os.Symlink("root-0600", filepath.Join(dir, "link-to-root-0600")); err != nil {
+		t.Fatal(err)
+	}
+	// user::rw- user:4242:r-- group::--- mask::r-- other::---
+	acl := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range [][3]uint32{{0x01, 6, 0xffffffff}, {0x02, 4, 4242}, {0x04, 0, 0xffffffff}, {0x10, 4, 0xffffffff}, {0x20, 0, 0xffffffff}} {
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[0]))
+		acl = binary.LittleEndian.AppendUint16(acl, uint16(e[1]))
+		acl = binary.LittleEndian.AppendUint32(acl, e[2])
+	}
+	if err := unix.Setxattr(filepath.Join(dir, "root-0600-acl"), "system.posix_acl_access", acl, 0); err != nil {
+		t.Fatalf("setting an ACL: %v", err)
+	}
+	// Root: nothing is sealed, not even what no ordinary user may open.
+	for _, c := range sealedCases {
+		if (osFS{}).sealed(filepath.Join(dir, c.name)) {
+			t.Errorf("root: sealed(%s)", c.name)
+		}
+	}
+	// The ordinary user: a copy of this binary it may execute, run as it.
+	bin := filepath.Join(dir, "landlock.test")
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^TestSealedOS$", "-test.v")
+	cmd.Env = append(os.Environ(), "AL_TEST_SEALED_DIR="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestSealedOS") {
+		t.Errorf("as uid 4242: %v\n%s", err, out)
+	}
+}
