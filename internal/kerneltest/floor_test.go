@@ -131,6 +131,48 @@ func TestSignals(t *testing.T) {
 	}
 }
 
+// TestBlockedSignalsStayBlocked: the signals blocked where run was
+// started (a caller's mask, here SIGUSR1 and real-time signal 40) are
+// blocked for the agent too, exactly those, with the view (the
+// constructor records the mask before the Go runtime runs, and PID 1 gives
+// it to the agent) and without it (os/exec restores it). The control: the
+// same start without the launcher.
+func TestBlockedSignalsStayBlocked(t *testing.T) {
+	s := newSandbox(t, standard)
+	const blocked, want = "10,40", uint64(1<<9 | 1<<39)
+	// grep itself, not through a shell: dash clears the mask of what it
+	// forks.
+	grep := s.lookPath("grep")
+	if grep == "" {
+		t.Fatalf("this test needs grep in %s", sandboxPATH)
+	}
+	argv := []string{grep, "SigBlk", "/proc/self/status"}
+	block := []string{agent, "exec-blocked", blocked}
+	for _, how := range []string{"bare", "view", "no view"} {
+		var cmd []string
+		switch how {
+		case "bare":
+			cmd = append(block, argv...)
+		case "view":
+			cmd = slices.Concat(block, []string{launcher, "run", "--config", s.config, "--workspace", s.ws, "--"}, argv)
+		case "no view":
+			// Blocked after noViewArgs's shell.
+			bin, args := s.noViewArgs("", false, argv...)
+			i := slices.Index(args, launcher)
+			cmd = slices.Concat([]string{bin}, args[:i], block[1:], args[i:])
+			cmd = slices.Insert(cmd, i+1, agent)
+		}
+		r := s.exec(cmd[0], cmd[1:]...)
+		var blk uint64
+		if f := strings.Fields(r.stdout); len(f) >= 2 && f[0] == "SigBlk:" {
+			blk, _ = strconv.ParseUint(f[1], 16, 64)
+		}
+		if r.code != 0 || blk != want {
+			t.Errorf("%s: the agent's SigBlk %#x, want %#x: %s", how, blk, want, r)
+		}
+	}
+}
+
 // TestIgnoredSignalsStayIgnored: signals ignored where the launcher is
 // started (nohup ignores HUP; a shell ignores INT and QUIT for a
 // background job) stay ignored for the agent, and the launcher does not

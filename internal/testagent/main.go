@@ -234,6 +234,7 @@ func commands() map[string]op {
 		"opath-openat":     {"DIR NAME", 2, 2, opOpathOpenat},
 		"chdir-read":       {"DIR NAME", 2, 2, opChdirRead},
 		"exec":             {"PATH [ARG...]", 1, variadic, opExec},
+		"exec-blocked":     {"SIGNUMS PATH [ARG...]", 2, variadic, opExecBlocked},
 		"memfd-exec":       {"SRC [ARG...]", 1, variadic, opMemfdExec},
 		"ptrace":           {"PID", 1, 1, opPtrace},
 		"vm-read":          {"PID", 1, 1, opVMRead},

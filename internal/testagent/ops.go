@@ -275,6 +275,26 @@ func opExec(e *env, args []string) (string, error) {
 	return "", &os.PathError{Op: "execve", Path: args[0], Err: err}
 }
 
+// opExecBlocked execs PATH with the signals SIGNUMS (numbers, comma
+// separated) blocked: the mask a program starts with, as a shell's
+// caller may have left it.
+func opExecBlocked(e *env, args []string) (string, error) {
+	var set unix.Sigset_t
+	for _, f := range strings.Split(args[0], ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 || n > 64 {
+			return "", usagef("exec-blocked: %q is no signal number", f)
+		}
+		set.Val[(n-1)/64] |= 1 << ((n - 1) % 64)
+	}
+	// The execve inherits the mask of the thread that makes it.
+	runtime.LockOSThread()
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+		return "", os.NewSyscallError("pthread_sigmask", err)
+	}
+	return opExec(e, args[1:])
+}
+
 func opMemfdExec(e *env, args []string) (string, error) {
 	src := args[0]
 	data, err := os.ReadFile(src)
