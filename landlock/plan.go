@@ -3,7 +3,6 @@ package landlock
 import (
 	"errors"
 	"fmt"
-	"github.com/bmatcuk/doublestar/v4"
 	"io/fs"
 	"path"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agent-launcher/agent-launcher/rules"
 	"github.com/agent-launcher/agent-launcher/tiers"
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // FileType is the type of a filesystem entry.
