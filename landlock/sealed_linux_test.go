@@ -31,8 +31,10 @@ var sealedCases = []struct {
 	{"root-0600-acl", false},           // an ACL lets the user read
 	{"root-dir-1777/absent", false},    // the user could make it
 	{"root-dir-1777/root-0600", false}, // or rename it away
-	{"link-to-root-0600", false},       // a symlink
-	{"root-dir-0755", false},           // a directory it may list
+	{"root-dir-defacl/absent", false},  // a default ACL would give it an ACL
+	{"root-dir-defacl/root-0600", false},
+	{"link-to-root-0600", false}, // a symlink
+	{"root-dir-0755", false},     // a directory it may list
 }
 
 // TestSealedOS checks osFS.sealed on the real kernel: as root nothing is
@@ -111,6 +113,11 @@ func TestSealedOS(t *testing.T) {
 	}
 	if err := unix.Setxattr(filepath.Join(dir, "root-0600-acl"), "system.posix_acl_access", acl, 0); err != nil {
 		t.Fatalf("setting an ACL: %v", err)
+	}
+	mkdir("root-dir-defacl", 0o755)
+	file("root-dir-defacl/root-0600", 0o600, 0, 0)
+	if err := unix.Setxattr(filepath.Join(dir, "root-dir-defacl"), "system.posix_acl_default", acl, 0); err != nil {
+		t.Fatalf("setting a default ACL: %v", err)
 	}
 	// Root: nothing is sealed, not even what no ordinary user may open.
 	for _, c := range sealedCases {
