@@ -24,10 +24,11 @@ import (
 // It is false, and the floor keeps its rule, for root or a process with
 // any capability, for a file of this user (its owner may chmod it), a
 // symlink, a file with a POSIX ACL, and a path whose parent directory
-// this user may change (or whose first existing ancestor it may, for a
-// path that does not exist: the agent could make it). A path that does not
-// exist is sealed when the agent cannot make it: what appears there later
-// is root's, with root's permissions.
+// this user may change or that has a default ACL (or whose first existing
+// ancestor is so, for a path that does not exist: the agent could make it,
+// or what is made there would get an ACL). A path that does not exist is
+// sealed when the agent cannot make it: what appears there later is
+// root's, with root's permissions.
 func (osFS) sealed(path string) bool {
 	cred, ok := dacCredentials()
 	if !ok {
@@ -39,7 +40,7 @@ func (osFS) sealed(path string) bool {
 		for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
 			err := unix.Lstat(dir, &st)
 			if err == nil {
-				return st.Mode&unix.S_IFMT == unix.S_IFDIR && cred.refused(dir, &st, unix.S_IWOTH)
+				return cred.keeps(dir, &st)
 			}
 			if !errors.Is(err, unix.ENOENT) || dir == "/" {
 				return false
@@ -58,10 +59,17 @@ func (osFS) sealed(path string) bool {
 		return false
 	}
 	dir := filepath.Dir(path)
-	if err := unix.Lstat(dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	return unix.Lstat(dir, &st) == nil && cred.keeps(dir, &st)
+}
+
+// keeps reports whether dir, of stat st, is a directory whose entries c
+// cannot change, with no default ACL (which would give a file made there
+// later an ACL of its own).
+func (c credentials) keeps(dir string, st *unix.Stat_t) bool {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || !c.refused(dir, st, unix.S_IWOTH) {
 		return false
 	}
-	return cred.refused(dir, &st, unix.S_IWOTH)
+	return noXattr(dir, "system.posix_acl_default")
 }
 
 // credentials are the user and groups the mode bits are checked for.
@@ -111,6 +119,12 @@ func (c credentials) refused(path string, st *unix.Stat_t, want uint32) bool {
 		return false
 	}
 	// An ACL decides instead of the group's bits; any ACL keeps the rule.
-	_, err := unix.Lgetxattr(path, "system.posix_acl_access", nil)
+	return noXattr(path, "system.posix_acl_access")
+}
+
+// noXattr reports whether path (not followed) has no extended attribute
+// name, or a filesystem without them.
+func noXattr(path, name string) bool {
+	_, err := unix.Lgetxattr(path, name, nil)
 	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP)
 }
