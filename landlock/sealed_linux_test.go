@@ -33,8 +33,10 @@ var sealedCases = []struct {
 	{"root-dir-1777/root-0600", false}, // or rename it away
 	{"root-dir-defacl/absent", false},  // a default ACL would give it an ACL
 	{"root-dir-defacl/root-0600", false},
-	{"link-to-root-0600", false}, // a symlink
-	{"root-dir-0755", false},     // a directory it may list
+	{"root-dir-sgid/absent", false}, // made later, it would be the user's group's
+	{"/proc/kcore", false},          // root's 0400, but procfs: no mode-bit check of the kernel's to rely on
+	{"link-to-root-0600", false},    // a symlink
+	{"root-dir-0755", false},        // a directory it may list
 }
 
 // TestSealedOS checks osFS.sealed on the real kernel: as root nothing is
@@ -45,9 +47,14 @@ var sealedCases = []struct {
 // sealed, a name nobody lets it make under / is.
 func TestSealedOS(t *testing.T) {
 	if dir := os.Getenv("AL_TEST_SEALED_DIR"); dir != "" {
+		none := os.Getenv("AL_TEST_SEALED_NONE") != ""
 		for _, c := range sealedCases {
-			if got := (osFS{}).sealed(filepath.Join(dir, c.name)); got != c.want {
-				t.Errorf("uid %d: sealed(%s) = %v, want %v", os.Geteuid(), c.name, got, c.want)
+			p := c.name
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			if got := (osFS{}).sealed(p); got != (c.want && !none) {
+				t.Errorf("uid %d (%s): sealed(%s) = %v, want %v", os.Geteuid(), os.Getenv("AL_TEST_SEALED_NONE"), c.name, got, c.want && !none)
 			}
 		}
 		return
@@ -114,6 +121,13 @@ func TestSealedOS(t *testing.T) {
 	if err := unix.Setxattr(filepath.Join(dir, "root-0600-acl"), "system.posix_acl_access", acl, 0); err != nil {
 		t.Fatalf("setting an ACL: %v", err)
 	}
+	mkdir("root-dir-sgid", 0o755|os.ModeSetgid)
+	if err := os.Chown(filepath.Join(dir, "root-dir-sgid"), 0, 4242); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "root-dir-sgid"), 0o755|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
 	mkdir("root-dir-defacl", 0o755)
 	file("root-dir-defacl/root-0600", 0o600, 0, 0)
 	if err := unix.Setxattr(filepath.Join(dir, "root-dir-defacl"), "system.posix_acl_default", acl, 0); err != nil {
@@ -121,7 +135,7 @@ func TestSealedOS(t *testing.T) {
 	}
 	// Root: nothing is sealed, not even what no ordinary user may open.
 	for _, c := range sealedCases {
-		if (osFS{}).sealed(filepath.Join(dir, c.name)) {
+		if (osFS{}).sealed(filepath.Join(dir, c.name)) || filepath.IsAbs(c.name) && (osFS{}).sealed(c.name) {
 			t.Errorf("root: sealed(%s)", c.name)
 		}
 	}
@@ -139,11 +153,41 @@ func TestSealedOS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(bin, "-test.run=^TestSealedOS$", "-test.v")
-	cmd.Env = append(os.Environ(), "AL_TEST_SEALED_DIR="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestSealedOS") {
-		t.Errorf("as uid 4242: %v\n%s", err, out)
+	// A copy with a file capability (CAP_DAC_READ_SEARCH permitted, not
+	// effective): the process could raise it, and nothing is sealed.
+	capBin := filepath.Join(dir, "landlock-cap.test")
+	if err := os.WriteFile(capBin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// vfs_cap_data, revision 2: magic, then permitted and inheritable
+	// for capabilities 0-31 and 32-63.
+	capData := binary.LittleEndian.AppendUint32(nil, 0x02000000)
+	for _, v := range []uint32{1 << unix.CAP_DAC_READ_SEARCH, 0, 0, 0} {
+		capData = binary.LittleEndian.AppendUint32(capData, v)
+	}
+	if err := unix.Setxattr(capBin, "security.capability", capData, 0); err != nil {
+		t.Fatalf("setting a file capability: %v", err)
+	}
+	user := &syscall.Credential{Uid: 4242, Gid: 4242}
+	for _, run := range []struct {
+		how  string
+		bin  string
+		attr *syscall.SysProcAttr
+	}{
+		{"", bin, &syscall.SysProcAttr{Credential: user}},
+		// In a user namespace of its own, the groups it does not map all
+		// look alike (the overflow gid): nothing is sealed.
+		{"userns", bin, &syscall.SysProcAttr{Credential: user, Cloneflags: syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 4242, HostID: 4242, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 4242, HostID: 4242, Size: 1}}}},
+		{"file capability", capBin, &syscall.SysProcAttr{Credential: user}},
+	} {
+		cmd := exec.Command(run.bin, "-test.run=^TestSealedOS$", "-test.v")
+		cmd.Env = append(os.Environ(), "AL_TEST_SEALED_DIR="+dir, "AL_TEST_SEALED_NONE="+run.how)
+		cmd.SysProcAttr = run.attr
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestSealedOS") {
+			t.Errorf("as uid 4242 %s: %v\n%s", run.how, err, out)
+		}
 	}
 }
