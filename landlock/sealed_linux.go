@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,12 +22,16 @@ import (
 // that would also count a security module's refusal of this process,
 // which the agent's program may not share.
 //
-// It is false, and the floor keeps its rule, for root or a process with
-// any capability, for a file of this user (its owner may chmod it), a
+// It is false, and the floor keeps its rule, for root, a process with any
+// capability (effective, permitted or inheritable) or in a user namespace
+// of its own (where every group it does not map looks alike), on a
+// filesystem where the kernel's mode-bit check is not the whole check
+// (FUSE, NFS, procfs: modeChecked), for a file of this user (its owner may chmod it), a
 // symlink, a file with a POSIX ACL, and a path whose parent directory
 // this user may change or that has a default ACL (or whose first existing
 // ancestor is so, for a path that does not exist: the agent could make it,
-// or what is made there would get an ACL). A path that does not exist is
+// or what is made there would get an ACL, or a setgid directory's
+// group). A path that does not exist is
 // sealed when the agent cannot make it: what appears there later is
 // root's, with root's permissions.
 func (osFS) sealed(path string) bool {
@@ -55,7 +60,7 @@ func (osFS) sealed(path string) bool {
 	default:
 		return false
 	}
-	if !cred.refused(path, &st, unix.S_IROTH|unix.S_IWOTH|unix.S_IXOTH) {
+	if !modeChecked(path) || !cred.refused(path, &st, unix.S_IROTH|unix.S_IWOTH|unix.S_IXOTH) {
 		return false
 	}
 	dir := filepath.Dir(path)
@@ -66,10 +71,30 @@ func (osFS) sealed(path string) bool {
 // cannot change, with no default ACL (which would give a file made there
 // later an ACL of its own).
 func (c credentials) keeps(dir string, st *unix.Stat_t) bool {
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR || !c.refused(dir, st, unix.S_IWOTH) {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISGID != 0 || !modeChecked(dir) || !c.refused(dir, st, unix.S_IWOTH) {
 		return false
 	}
 	return noXattr(dir, "system.posix_acl_default")
+}
+
+// modeCheckedFS are the filesystems whose permission check is the kernel's
+// own, on the mode bits and POSIX ACLs that lstat and getxattr show: not
+// FUSE (its daemon may decide), NFS, CIFS or 9p (the server does), nor the
+// kernel's pseudo-filesystems.
+var modeCheckedFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:      true, // ext2, ext3 and ext4 share it
+	unix.XFS_SUPER_MAGIC:       true,
+	unix.BTRFS_SUPER_MAGIC:     true,
+	unix.F2FS_SUPER_MAGIC:      true,
+	unix.TMPFS_MAGIC:           true,
+	unix.RAMFS_MAGIC:           true, // an initramfs root
+	unix.OVERLAYFS_SUPER_MAGIC: true, // checks the overlay's inode, then the layer's
+}
+
+// modeChecked reports whether path lies on a filesystem of modeCheckedFS.
+func modeChecked(path string) bool {
+	var fs unix.Statfs_t
+	return unix.Statfs(path, &fs) == nil && modeCheckedFS[int64(fs.Type)]
 }
 
 // credentials are the user and groups the mode bits are checked for.
@@ -79,17 +104,24 @@ type credentials struct {
 }
 
 // dacCredentials returns this process's credentials, false when the mode
-// bits do not bind it: root, a capability in its effective set, or a
-// real user or group other than the effective one (not the agent's).
+// bits do not bind it, or may not for its agent: root, a capability in any
+// of its sets (a permitted one it could raise; the agent drops them all,
+// but the supervisor is then not what the agent is), a real user or group
+// other than the effective one, or a user namespace of its own.
 func dacCredentials() (credentials, bool) {
 	uid, gid := os.Geteuid(), os.Getegid()
-	if uid == 0 || uid != os.Getuid() || gid != os.Getgid() {
+	if uid == 0 || uid != os.Getuid() || gid != os.Getgid() || !initialUserNS() {
 		return credentials{}, false
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
-	if unix.Capget(&hdr, &data[0]) != nil || data[0].Effective != 0 || data[1].Effective != 0 {
+	if unix.Capget(&hdr, &data[0]) != nil {
 		return credentials{}, false
+	}
+	for _, d := range data {
+		if d.Effective|d.Permitted|d.Inheritable != 0 {
+			return credentials{}, false
+		}
 	}
 	gs, err := unix.Getgroups()
 	if err != nil {
@@ -100,6 +132,18 @@ func dacCredentials() (credentials, bool) {
 		c.groups = append(c.groups, uint32(g))
 	}
 	return c, true
+}
+
+// initialUserNS reports whether this process is in the initial user
+// namespace, which maps every id to itself.
+func initialUserNS() bool {
+	for _, f := range []string{"/proc/self/uid_map", "/proc/self/gid_map"} {
+		b, err := os.ReadFile(f)
+		if err != nil || !slices.Equal(strings.Fields(string(b)), []string{"0", "0", "4294967295"}) {
+			return false
+		}
+	}
+	return true
 }
 
 // refused reports whether the bits of st that apply to c (the owner's,
