@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -35,7 +36,7 @@ import (
 // sealed when the agent cannot make it: what appears there later is
 // root's, with root's permissions.
 func (osFS) sealed(path string) bool {
-	cred, ok := dacCredentials()
+	cred, ok := processCredentials()
 	if !ok {
 		return false
 	}
@@ -102,6 +103,11 @@ type credentials struct {
 	uid    uint32
 	groups []uint32 // the effective group and the supplementary ones
 }
+
+// processCredentials is dacCredentials, asked once: a process's ids,
+// groups, capabilities and user namespace are the supervisor's for its
+// whole run.
+var processCredentials = sync.OnceValues(dacCredentials)
 
 // dacCredentials returns this process's credentials, false when the mode
 // bits do not bind it, or may not for its agent: root, a capability in any
