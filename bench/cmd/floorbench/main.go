@@ -77,6 +77,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "parent of the scratch directory (default: the user cache directory, ~/.cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is not met")
+	flag.IntVar(&o.uid, "uid", 4242, "run as root: the ordinary user (uid and gid) the start-up is measured as too; 0 for none")
 	flag.Parse()
 	bad := flag.NArg() > 0 || o.rounds < 1 || o.execIters < 1 || o.openIters < 1 || o.files < 100
 	for _, s := range strings.Split(o.only, ",") {
@@ -114,6 +115,7 @@ type options struct {
 	rounds, execIters, openIters int
 	files                        int
 	keep, strict                 bool
+	uid                          int
 }
 
 // bench is one run: the scratch tree under root and what has been measured.
@@ -134,6 +136,86 @@ type bench struct {
 	missed int
 	load0  string   // the load average when the run began
 	extra  []string // scratch directories outside root (on tmpfs)
+	// user is the ordinary user's copy of the start-up arms (root runs
+	// only, uid set), nil when there is none.
+	user *userWorld
+}
+
+// userWorld is what an ordinary user needs to be measured: a directory it
+// may reach (root's cache directory is root's alone) with its own HOME and
+// workspace, and copies of the launcher, of floor and of the minimal
+// policy; floor runs as the user, so only the launcher's starts are timed.
+type userWorld struct {
+	cred                  *syscall.Credential
+	dir, home, ws         string
+	launcher, floor, pmin string
+}
+
+// newUserWorld makes b.user under /var/tmp, its HOME and workspace the
+// user's.
+func (b *bench) newUserWorld() error {
+	dir, err := os.MkdirTemp("/var/tmp", "floorbench-user-")
+	if err != nil {
+		return err
+	}
+	b.extra = append(b.extra, dir)
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	u := &userWorld{cred: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.uid)}, dir: dir,
+		home: filepath.Join(dir, "home"), ws: filepath.Join(dir, "ws"),
+		launcher: filepath.Join(dir, "agent-launcher"), floor: filepath.Join(dir, "floor"), pmin: filepath.Join(dir, "minimal.toml")}
+	for _, d := range []string{u.home, u.ws} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chown(d, b.uid, b.uid); err != nil {
+			return err
+		}
+	}
+	for src, dst := range map[string]string{b.launcher: u.launcher, b.floor: u.floor, b.pmin: u.pmin} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return err
+		}
+	}
+	b.user = u
+	return nil
+}
+
+// userMs times the launcher's run -- /bin/true under policy ("" = the
+// embedded default) as the ordinary user: floor's exec arm, run as it.
+func (b *bench) userMs(policy string) (float64, error) {
+	u := b.user
+	argv := []string{u.floor, "exec", strconv.Itoa(b.execIters), u.launcher, "run"}
+	if policy != "" {
+		argv = append(argv, "--config", policy)
+	}
+	argv = append(argv, "--workspace", u.ws, "--", "/bin/true")
+	env := []string{"PATH=" + b.path, "HOME=" + u.home, "LC_ALL=C"}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, u.ws
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) < 2 || f[len(f)-1] != "ns/op" {
+		// floor discards the child's output; run it to show why.
+		run := exec.Command(argv[3], argv[4:]...)
+		run.Env, run.Dir = env, u.ws
+		run.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
+		why, _ := run.CombinedOutput()
+		return 0, fmt.Errorf("as uid %d: %s: %v %s\n%s\n%s", b.uid, strings.Join(argv, " "), err, out, stderr.Bytes(), why)
+	}
+	ns, err := strconv.ParseFloat(f[len(f)-2], 64)
+	return ns / 1e6, err
 }
 
 // loadavg returns the first three fields of /proc/loadavg: other work on
@@ -287,6 +369,9 @@ func (b *bench) setup() error {
 	if !strings.Contains(out, "Landlock ABI") {
 		return fmt.Errorf("the launcher did not report a Landlock floor:\n%s", out)
 	}
+	if os.Geteuid() == 0 && b.uid > 0 {
+		return b.newUserWorld()
+	}
 	return nil
 }
 
@@ -417,6 +502,13 @@ func (b *bench) startup() error {
 		{"run -- /bin/true, default policy", execMs(b.confined("", b.ws, "/bin/true")...)},
 		{"  the same, cold (empty HOME)", coldMs(b.confined("", b.ws, "/bin/true")...)},
 	}
+	// An operator is an ordinary user, not root (the built-in system
+	// secrets are the file permissions' for it: fewer rules).
+	if b.user != nil {
+		arms = append(arms,
+			arm{fmt.Sprintf("run -- /bin/true, minimal policy, as uid %d", b.uid), func() (float64, error) { return b.userMs(b.user.pmin) }},
+			arm{fmt.Sprintf("run -- /bin/true, default policy, as uid %d", b.uid), func() (float64, error) { return b.userMs("") }})
+	}
 	s, err := b.measure(arms)
 	if err != nil {
 		return err
@@ -455,6 +547,9 @@ func (b *bench) startup() error {
 		median(s[2])-median(s[1]))
 	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
 	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
+	if b.user != nil {
+		fmt.Printf("  as uid %d: floor (a copy) runs as that user, in %s with its own HOME and workspace, the launcher a copy of the one measured; compared with root's exec /bin/true\n", b.uid, b.user.dir)
+	}
 	return nil
 }
 
