@@ -33,10 +33,12 @@ var sealedCases = []struct {
 	{"root-dir-1777/root-0600", false}, // or rename it away
 	{"root-dir-defacl/absent", false},  // a default ACL would give it an ACL
 	{"root-dir-defacl/root-0600", false},
-	{"root-dir-sgid/absent", false}, // made later, it would be the user's group's
-	{"/proc/kcore", false},          // root's 0400, but procfs: no mode-bit check of the kernel's to rely on
-	{"link-to-root-0600", false},    // a symlink
-	{"root-dir-0755", false},        // a directory it may list
+	{"root-dir-sgid/absent", false},             // made later, it would be the user's group's
+	{"user-dir/root-dir-0755/absent", false},    // the user may replace the directory above
+	{"user-dir/root-dir-0755/root-0600", false}, // or move it away
+	{"/proc/kcore", false},                      // root's 0400, but procfs: no mode-bit check of the kernel's to rely on
+	{"link-to-root-0600", false},                // a symlink
+	{"root-dir-0755", false},                    // a directory it may list
 }
 
 // TestSealedOS checks osFS.sealed on the real kernel: as root nothing is
@@ -44,7 +46,7 @@ var sealedCases = []struct {
 // from a copy that user may execute) exactly what the mode bits keep from
 // it, a POSIX ACL and a writable parent counted. Run as an ordinary user
 // directly, it checks what it can make or find: its own files are not
-// sealed, a name nobody lets it make under / is.
+// sealed, a name nobody lets it make under /etc is.
 func TestSealedOS(t *testing.T) {
 	if dir := os.Getenv("AL_TEST_SEALED_DIR"); dir != "" {
 		none := os.Getenv("AL_TEST_SEALED_NONE") != ""
@@ -64,7 +66,9 @@ func TestSealedOS(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(own, "f"), nil, 0o000); err != nil {
 			t.Fatal(err)
 		}
-		for path, want := range map[string]bool{"/agent-launcher-absent": true, own + "/f": false, own + "/absent": false, "/": false} {
+		// /etc is root's 0755 here and in the VM guests (whose / is a
+		// world-writable, sticky tmpfs).
+		for path, want := range map[string]bool{"/etc/agent-launcher-absent": true, own + "/f": false, own + "/absent": false, "/": false} {
 			if got := (osFS{}).sealed(path); got != want {
 				t.Errorf("uid %d: sealed(%s) = %v, want %v", os.Geteuid(), path, got, want)
 			}
@@ -128,6 +132,12 @@ func TestSealedOS(t *testing.T) {
 	if err := os.Chmod(filepath.Join(dir, "root-dir-sgid"), 0o755|os.ModeSetgid); err != nil {
 		t.Fatal(err)
 	}
+	mkdir("user-dir", 0o755)
+	if err := os.Chown(filepath.Join(dir, "user-dir"), 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	mkdir("user-dir/root-dir-0755", 0o755)
+	file("user-dir/root-dir-0755/root-0600", 0o600, 0, 0)
 	mkdir("root-dir-defacl", 0o755)
 	file("root-dir-defacl/root-0600", 0o600, 0, 0)
 	if err := unix.Setxattr(filepath.Join(dir, "root-dir-defacl"), "system.posix_acl_default", acl, 0); err != nil {
