@@ -70,12 +70,27 @@ func (osFS) sealed(path string) bool {
 
 // keeps reports whether dir, of stat st, is a directory whose entries c
 // cannot change, with no default ACL (which would give a file made there
-// later an ACL of its own).
+// later an ACL of its own), below directories that do not let c move or
+// replace it: each of them not c's, and not writable by c or sticky.
 func (c credentials) keeps(dir string, st *unix.Stat_t) bool {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&unix.S_ISGID != 0 || !modeChecked(dir) || !c.refused(dir, st, unix.S_IWOTH) {
 		return false
 	}
-	return noXattr(dir, "system.posix_acl_default")
+	if !noXattr(dir, "system.posix_acl_default") {
+		return false
+	}
+	for a := filepath.Dir(dir); ; a = filepath.Dir(a) {
+		var ast unix.Stat_t
+		if unix.Lstat(a, &ast) != nil || ast.Mode&unix.S_IFMT != unix.S_IFDIR || ast.Uid == c.uid {
+			return false
+		}
+		if ast.Mode&unix.S_ISVTX == 0 && !c.refused(a, &ast, unix.S_IWOTH) {
+			return false
+		}
+		if a == "/" {
+			return true
+		}
+	}
 }
 
 // modeCheckedFS are the filesystems whose permission check is the kernel's
