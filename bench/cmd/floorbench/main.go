@@ -44,6 +44,7 @@ import (
 	"bytes"
 	"cmp"
 	"debug/buildinfo"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -77,7 +78,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "parent of the scratch directory (default: the user cache directory, ~/.cache)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch directory")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is not met")
-	flag.IntVar(&o.uid, "uid", 4242, "run as root: the ordinary user (uid and gid) the start-up is measured as too; 0 for none")
+	flag.IntVar(&o.uid, "uid", 4242, "run as root: the ordinary user the start-up is measured as too (this uid, and a gid of the same number); 0 for none")
 	flag.Parse()
 	bad := flag.NArg() > 0 || o.rounds < 1 || o.execIters < 1 || o.openIters < 1 || o.files < 100
 	for _, s := range strings.Split(o.only, ",") {
@@ -149,6 +150,7 @@ type userWorld struct {
 	cred                  *syscall.Credential
 	dir, home, ws         string
 	launcher, floor, pmin string
+	plan                  string // what check --landlock says, as the user
 }
 
 // newUserWorld makes b.user under /var/tmp, its HOME and workspace the
@@ -184,7 +186,25 @@ func (b *bench) newUserWorld() error {
 		if err := os.WriteFile(dst, data, 0o755); err != nil {
 			return err
 		}
+		if err := os.Chmod(dst, 0o755); err != nil { // whatever the umask
+			return err
+		}
 	}
+	// The user's runs must be confined too, or the numbers mean nothing;
+	// what the floor leaves to the file permissions is said with them.
+	cmd := exec.Command(u.launcher, "check", "--landlock", "--json", "--config", u.pmin, "--workspace", u.ws)
+	cmd.Env, cmd.Dir = []string{"PATH=" + b.path, "HOME=" + u.home, "LC_ALL=C"}, u.ws
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
+	out, err := cmd.Output()
+	var pl struct {
+		ABI    int               `json:"abi"`
+		Rules  []json.RawMessage `json:"rules"`
+		Sealed []string          `json:"sealed"`
+	}
+	if err != nil || json.Unmarshal(out, &pl) != nil || pl.ABI < 1 {
+		return fmt.Errorf("check --landlock as uid %d: %v: %s", b.uid, err, out)
+	}
+	u.plan = fmt.Sprintf("%d rules (minimal policy), system secrets left to the file permissions: %q", len(pl.Rules), pl.Sealed)
 	b.user = u
 	return nil
 }
@@ -212,7 +232,7 @@ func (b *bench) userMs(policy string) (float64, error) {
 		run.Env, run.Dir = env, u.ws
 		run.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
 		why, _ := run.CombinedOutput()
-		return 0, fmt.Errorf("as uid %d: %s: %v %s\n%s\n%s", b.uid, strings.Join(argv, " "), err, out, stderr.Bytes(), why)
+		return 0, fmt.Errorf("%s: %v %s\n%s\n%s", strings.Join(argv, " "), err, out, stderr.Bytes(), why)
 	}
 	ns, err := strconv.ParseFloat(f[len(f)-2], 64)
 	return ns / 1e6, err
@@ -370,7 +390,9 @@ func (b *bench) setup() error {
 		return fmt.Errorf("the launcher did not report a Landlock floor:\n%s", out)
 	}
 	if os.Geteuid() == 0 && b.uid > 0 {
-		return b.newUserWorld()
+		if err := b.newUserWorld(); err != nil {
+			b.logf("the start-up as an ordinary user is left out: %v", err)
+		}
 	}
 	return nil
 }
@@ -548,7 +570,7 @@ func (b *bench) startup() error {
 	fmt.Printf("  each sample: floor exec %d ARGV (fork, execve, wait, %d times; cold: %d times floor exec 1 ARGV, each with a new empty HOME); run's ARGV: %s run [--config minimal.toml] --workspace %s -- /bin/true\n", b.execIters, b.execIters, b.execIters, b.launcher, b.ws)
 	fmt.Printf("  minimal policy: {%s}; default policy: the embedded one, with HOME=%s\n", oneLine(minimalPolicy), b.home)
 	if b.user != nil {
-		fmt.Printf("  as uid %d: floor (a copy) runs as that user, in %s with its own HOME and workspace, the launcher a copy of the one measured; compared with root's exec /bin/true\n", b.uid, b.user.dir)
+		fmt.Printf("  as uid %d: floor (a copy) runs as that user, in %s with its own HOME and workspace, the launcher a copy of the one measured; compared with root's exec /bin/true; its plan: %s\n", b.uid, b.user.dir, b.user.plan)
 	}
 	return nil
 }
