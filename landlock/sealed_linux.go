@@ -23,18 +23,22 @@ import (
 // that would also count a security module's refusal of this process,
 // which the agent's program may not share.
 //
-// It is false, and the floor keeps its rule, for root, a process with any
-// capability (effective, permitted or inheritable) or in a user namespace
-// of its own (where every group it does not map looks alike), on a
-// filesystem where the kernel's mode-bit check is not the whole check
-// (FUSE, NFS, procfs: modeChecked), for a file of this user (its owner may chmod it), a
-// symlink, a file with a POSIX ACL, and a path whose parent directory
-// this user may change or that has a default ACL (or whose first existing
-// ancestor is so, for a path that does not exist: the agent could make it,
-// or what is made there would get an ACL, or a setgid directory's
-// group). A path that does not exist is
-// sealed when the agent cannot make it: what appears there later is
-// root's, with root's permissions.
+// It is false, and the floor keeps its rule:
+//   - for root, a process with any capability (effective, permitted or
+//     inheritable), or one in a user namespace of its own (where every
+//     group it does not map looks alike);
+//   - on a filesystem where the kernel's check of the mode bits is not the
+//     whole check (FUSE, NFS, procfs: modeChecked);
+//   - for a file of this user (its owner may chmod it), a symlink, or a
+//     file with a POSIX ACL;
+//   - when the parent directory is this user's, writable by it, setgid or
+//     with a default ACL (either decides the permissions of a file made
+//     there later), or a directory above it lets this user move it (not
+//     sticky and writable by it, or its own).
+//
+// A path that does not exist is sealed when its first existing ancestor
+// passes the parent's checks: the agent cannot make it, and what appears there later
+// is root's, with root's permissions.
 func (osFS) sealed(path string) bool {
 	cred, ok := processCredentials()
 	if !ok {
