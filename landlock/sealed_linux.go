@@ -37,8 +37,8 @@ import (
 //     sticky and writable by it, or its own).
 //
 // A path that does not exist is sealed when its first existing ancestor
-// passes the parent's checks: the agent cannot make it, and what appears there later
-// is root's, with root's permissions.
+// passes the parent's checks: the agent cannot make it, and what appears
+// there later is root's, with root's permissions.
 func (osFS) sealed(path string) bool {
 	cred, ok := processCredentials()
 	if !ok {
