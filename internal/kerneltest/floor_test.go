@@ -152,15 +152,14 @@ func TestBlockedSignalsStayBlocked(t *testing.T) {
 		var cmd []string
 		switch how {
 		case "bare":
-			cmd = append(block, argv...)
+			cmd = slices.Concat(block, argv)
 		case "view":
 			cmd = slices.Concat(block, []string{launcher, "run", "--config", s.config, "--workspace", s.ws, "--"}, argv)
 		case "no view":
-			// Blocked after noViewArgs's shell.
+			// Blocked after noViewArgs's shell, just before the launcher.
 			bin, args := s.noViewArgs("", false, argv...)
 			i := slices.Index(args, launcher)
-			cmd = slices.Concat([]string{bin}, args[:i], block[1:], args[i:])
-			cmd = slices.Insert(cmd, i+1, agent)
+			cmd = slices.Concat([]string{bin}, args[:i], block, args[i:])
 		}
 		r := s.exec(cmd[0], cmd[1:]...)
 		var blk uint64
