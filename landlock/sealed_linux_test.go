@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/internal/testbin"
 )
 
 // sealedCases are osFS.sealed's answers for an ordinary user (uid 4242,
@@ -150,25 +152,10 @@ func TestSealedOS(t *testing.T) {
 		}
 	}
 	// The ordinary user: a copy of this binary it may execute, run as it.
-	bin := filepath.Join(dir, "landlock.test")
-	exe, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bin := testbin.CopySelf(t, dir, "landlock.test")
 	// A copy with a file capability (CAP_DAC_READ_SEARCH permitted, not
 	// effective): the process could raise it, and nothing is sealed.
-	capBin := filepath.Join(dir, "landlock-cap.test")
-	if err := os.WriteFile(capBin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	capBin := testbin.CopySelf(t, dir, "landlock-cap.test")
 	// vfs_cap_data, revision 2: magic, then permitted and inheritable
 	// for capabilities 0-31 and 32-63.
 	capData := binary.LittleEndian.AppendUint32(nil, 0x02000000)

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent-launcher/agent-launcher/internal/testbin"
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
@@ -529,21 +530,7 @@ func unprivilegedSelf(t *testing.T) (bin string, uid int, cred *syscall.Credenti
 	}
 	uid = 4242
 	cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
-	dir := t.TempDir()
-	bin = filepath.Join(dir, "launch.test")
-	exe, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, exe, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return bin, uid, cred
+	return testbin.CopySelf(t, t.TempDir(), "launch.test"), uid, cred
 }
 
 // TestInitStageUndumpable: PID 1, which holds every capability in the
