@@ -225,17 +225,16 @@ func (b *bench) userMs(policy string) (float64, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	f := strings.Fields(string(out))
-	if err != nil || len(f) < 2 || f[len(f)-1] != "ns/op" {
+	ns, perr := parseNs(string(out))
+	if err != nil || perr != nil {
 		// floor discards the child's output; run it to show why.
 		run := exec.Command(argv[3], argv[4:]...)
 		run.Env, run.Dir = env, u.ws
 		run.SysProcAttr = &syscall.SysProcAttr{Credential: u.cred}
 		why, _ := run.CombinedOutput()
-		return 0, fmt.Errorf("%s: %v %s\n%s\n%s", strings.Join(argv, " "), err, out, stderr.Bytes(), why)
+		return 0, fmt.Errorf("%s: %v %s\n%s\n%s", strings.Join(argv, " "), cmp.Or(err, perr), out, stderr.Bytes(), why)
 	}
-	ns, err := strconv.ParseFloat(f[len(f)-2], 64)
-	return ns / 1e6, err
+	return ns / 1e6, nil
 }
 
 // loadavg returns the first three fields of /proc/loadavg: other work on
@@ -463,6 +462,11 @@ func (b *bench) floorNs(env []string, argv ...string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return parseNs(out)
+}
+
+// parseNs reads the ns/op floor printed last.
+func parseNs(out string) (float64, error) {
 	f := strings.Fields(out)
 	if len(f) < 2 || f[len(f)-1] != "ns/op" {
 		return 0, fmt.Errorf("unexpected output of floor: %q", out)
