@@ -1,14 +1,20 @@
 package kerneltest
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestEnvironment: the variables that point at the operator's services and
@@ -74,6 +80,81 @@ func TestNothingOutlivesSession(t *testing.T) {
 	wantOK(t, "daemon started inside", s.agent("daemon", out, "sleep", "1500"))
 	if r := s.bare("wait-file", out, "4000"); !strings.Contains(r.line(), "ETIMEDOUT") {
 		t.Errorf("the session's daemon outlived the session: %s", r)
+	}
+}
+
+// TestSessionOverWhenRunReturns: when run has returned, no process of the
+// session is left, not even for a moment: a process the agent left behind
+// in the background, holding the agent's stdout, is gone, and so the pipe
+// it held is at its end the instant run's exit is seen (PID 1 reports the
+// end only after it killed and reaped every process of the session and
+// let go of the stdio itself; the sync protocol's step 9), and run did not
+// wait for it to end by itself. Control: without the launcher, the same
+// process still holds the pipe after its parent's exit.
+func TestSessionOverWhenRunReturns(t *testing.T) {
+	s := newSandbox(t, standard)
+	script := "(trap '' HUP INT TERM; sleep 60 &); exit 7"
+	ended := func(bin string, args ...string) (code int, eof bool) {
+		t.Helper()
+		p := make([]int, 2)
+		if err := unix.Pipe2(p, unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		r, w := p[0], os.NewFile(uintptr(p[1]), "stdout")
+		defer unix.Close(r)
+		errf, err := os.CreateTemp(t.TempDir(), "stderr")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer errf.Close()
+		// Bounded well below the leftover's 60 s: a run that waits for it
+		// is killed, and fails below.
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env, cmd.Dir = s.env(), s.ws
+		cmd.Stdout, cmd.Stderr = w, errf // files: Wait copies nothing, waits for no pipe
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		err = cmd.Start()
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The control's leftover is in the process group the shell led.
+		defer unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+		err = cmd.Wait()
+		if ctx.Err() != nil {
+			t.Fatalf("%s did not return within 15 s while the agent's leftover process slept 60 s", bin)
+		}
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		code = cmd.ProcessState.ExitCode()
+		// At once, without waiting: 0 bytes is the end (no writer is
+		// left), EAGAIN a writer still there.
+		if err := unix.SetNonblock(r, true); err != nil {
+			t.Fatal(err)
+		}
+		var b [64]byte
+		n, err := unix.Read(r, b[:])
+		if err != nil && err != unix.EAGAIN {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			t.Fatalf("%s: unexpected output %q", bin, b[:n])
+		}
+		return code, err == nil
+	}
+	if code, eof := ended("/bin/sh", "-c", script); code != 7 || eof {
+		t.Fatalf("control: bare, exit %d, the pipe at its end %v; want 7 and a background process still holding it", code, eof)
+	}
+	code, eof := ended(launcher, "run", "--config", s.config, "--workspace", s.ws, "--", "/bin/sh", "-c", script)
+	if code != 7 {
+		t.Errorf("run exited %d; want the agent's 7", code)
+	}
+	if !eof {
+		t.Errorf("when run had returned, a process of the session still held its stdout")
 	}
 }
 
