@@ -86,11 +86,10 @@ func TestNothingOutlivesSession(t *testing.T) {
 // TestSessionOverWhenRunReturns: when run has returned, no process of the
 // session is left, not even for a moment: a process the agent left behind
 // in the background, holding the agent's stdout, is gone, and so the pipe
-// it held is at its end the instant run's exit is seen (PID 1 reports the
-// end only after it killed and reaped every process of the session and
-// let go of the stdio itself; the sync protocol's step 9), and run did not
-// wait for it to end by itself. Control: without the launcher, the same
-// process still holds the pipe after its parent's exit.
+// it held is at its end the instant run's exit is seen (run waits for the
+// session's PID 1, whose exit ends every process of its namespace first),
+// and run did not wait for it to end by itself. Control: without the
+// launcher, the same process still holds the pipe after its parent's exit.
 func TestSessionOverWhenRunReturns(t *testing.T) {
 	s := newSandbox(t, standard)
 	script := "(trap '' HUP INT TERM; sleep 60 &); exit 7"

@@ -255,7 +255,7 @@ static void put_str(struct buf *w, const char *s) {
 }
 
 // report writes one message other than "config" (report.encode).
-static int report(const char *type, const char *msg, uint64_t err, uint64_t rules, uint64_t pid, uint64_t status, int view) {
+static int report(const char *type, const char *msg, uint64_t err, uint64_t rules, uint64_t pid, int view) {
 	struct buf w = {0};
 	unsigned char hdr[4] = {0};
 	put(&w, hdr, 4);
@@ -264,7 +264,6 @@ static int report(const char *type, const char *msg, uint64_t err, uint64_t rule
 	put_num(&w, err);
 	put_num(&w, rules);
 	put_num(&w, pid);
-	put_num(&w, status);
 	put_num(&w, view ? 1 : 0);
 	uint32_t len = (uint32_t)(w.n - 4);
 	w.b[0] = (unsigned char)(len >> 24);
@@ -286,7 +285,7 @@ static int fail(int view, const char *format, ...) {
 	va_start(ap, format);
 	vsnprintf(msg, sizeof msg, format, ap);
 	va_end(ap);
-	report("error", msg, 0, 0, 0, 0, view);
+	report("error", msg, 0, 0, 0, view);
 	return 125;
 }
 
@@ -464,8 +463,8 @@ static int wait_go(void) {
 	struct reader r = {b, n, 0};
 	char *type = get_str(&r);
 	char *msg = get_str(&r);
-	uint64_t err = get_num(&r), rules = get_num(&r), pid = get_num(&r), status = get_num(&r), view = get_num(&r);
-	int ok = !r.bad && r.n == 0 && strcmp(type, "go") == 0 && msg[0] == 0 && (err | rules | pid | status | view) == 0;
+	uint64_t err = get_num(&r), rules = get_num(&r), pid = get_num(&r), view = get_num(&r);
+	int ok = !r.bad && r.n == 0 && strcmp(type, "go") == 0 && msg[0] == 0 && (err | rules | pid | view) == 0;
 	free(type);
 	free(msg);
 	free(b);
@@ -697,7 +696,7 @@ static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, i
 	trace("init stage: Landlock in force");
 	if (c->confined && canary(c->canary, &f) != 0)
 		return fail(f.view, "%s", f.msg);
-	if (report("ready", "", 0, c->confined ? c->nrules : 0, 0, 0, 0) != 0)
+	if (report("ready", "", 0, c->confined ? c->nrules : 0, 0, 0) != 0)
 		return 125;
 	if (wait_go() != 0)
 		return 125; // the supervisor gave up; it reports why
@@ -707,7 +706,7 @@ static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, i
 // exec_failed reports a failed execve of the agent and returns the exit
 // status: 127 when the program does not exist, else 126.
 static int exec_failed(int e) {
-	report("exec-error", errstr(e), (uint64_t)e, 0, 0, 0, 0);
+	report("exec-error", errstr(e), (uint64_t)e, 0, 0, 0);
 	return e == ENOENT ? 127 : 126;
 }
 
@@ -1172,20 +1171,18 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 // CLONE_VM|CLONE_VFORK: it shares PID 1's memory, which stays suspended
 // until its execve or exit, so no page table is copied and no page is
 // faulted again for it (a fork of PID 1 took 0.7 ms here). It runs on its
-// own stack, changes nothing PID 1 reads afterwards but failed, set before
-// its _exit (which PID 1 reads once the vfork returns), and ends with
-// execve or _exit only.
+// own stack, changes nothing PID 1 reads afterwards, and ends with execve
+// or _exit only.
 struct agent_args {
 	const struct config *c;
 	const struct devs *ds;
 	const sigset_t *mask;
-	volatile int failed;
 };
 
 static char agent_stack[256 << 10] __attribute__((aligned(16)));
 
 static int agent_main(void *p) {
-	struct agent_args *a = p;
+	const struct agent_args *a = p;
 	// The agent's dispositions are the ones this process was started
 	// with: those the operator's shell ignored (nohup's SIGHUP, a
 	// background job's SIGINT and SIGQUIT) the supervisor ignores again
@@ -1193,30 +1190,10 @@ static int agent_main(void *p) {
 	// other signal its default. Only the mask is PID 1's.
 	sigprocmask(SIG_SETMASK, a->mask, NULL);
 	int code = confine(a->c, a->ds->d, a->ds->n, 1);
-	if (code == 0) {
-		execve(a->c->path, a->c->argv.s, a->c->env.s);
-		code = exec_failed(errno);
-	}
-	a->failed = 1;
-	_exit(code);
-}
-
-// end_session ends a session whose agent has exited with status code:
-// every other process of the session's PID namespace is killed and
-// reaped, so that none is left to write once the supervisor hears of the
-// end, PID 1 lets go of the operator's stdio (or the session's pty), and
-// the supervisor is told the status ("exited"; step 9), which spares it
-// the wait for PID 1's own exit and the teardown of the namespaces behind
-// it. PID 1 then exits with code.
-static int end_session(int code) {
-	kill(-1, SIGKILL); // every process of the namespace but PID 1
-	for (;;) {
-		if (waitpid(-1, NULL, 0) < 0 && errno != EINTR)
-			break; // ECHILD: none left
-	}
-	close_fds(0, 2);
-	report("exited", "", 0, 0, 0, (uint64_t)code, 0);
-	return code;
+	if (code != 0)
+		_exit(code);
+	execve(a->c->path, a->c->argv.s, a->c->env.s);
+	_exit(exec_failed(errno));
 }
 
 // pid1 is the init stage with a private view (steps 3-7 of the sync
@@ -1224,14 +1201,13 @@ static int end_session(int code) {
 // itself (Landlock, no capabilities) and becomes the agent (agent_main).
 // PID 1 itself stays outside the agent's Landlock domain and undumpable,
 // so that the scopes and the ptrace rules keep the agent from signalling,
-// tracing or reading it. It says "started" once the agent's execve
-// succeeded, reaps, passes TERM, USR1 and USR2 on to the agent (the
-// supervisor sends the terminal's signals to the whole process group,
-// which reaches the agent directly), and when the agent exits ends the
-// session (end_session) and exits with the agent's status, 128+N when
-// signal N killed it. Until the agent's execve it is suspended in the
-// kernel (the vfork; state D, killable): TERM, USR1 and USR2 wait until
-// then, and are passed on to the agent as it starts.
+// tracing or reading it. It reaps, passes TERM, USR1 and USR2 on to the
+// agent (the supervisor sends the terminal's signals to the whole process
+// group, which reaches the agent directly) and exits with the agent's
+// status, 128+N when signal N killed it, which ends every process of the
+// session. Until the agent's execve it is suspended in the kernel (the
+// vfork; state D, killable): TERM, USR1 and USR2 wait until then, and are
+// passed on to the agent as it starts.
 static int pid1(const struct config *c, const sigset_t *agent_mask) {
 	// PID 1 never execs: what it holds beyond stdio and the socket it
 	// closes now, not at an execve.
@@ -1258,14 +1234,13 @@ static int pid1(const struct config *c, const sigset_t *agent_mask) {
 		sigaddset(&mask, sigs[i]);
 	}
 	sigprocmask(SIG_SETMASK, &mask, NULL);
-	struct agent_args a = {c, &ds, agent_mask, 0};
+	struct agent_args a = {c, &ds, agent_mask};
 	pid_t agent = clone(agent_main, agent_stack + sizeof agent_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	if (agent < 0)
 		return fail(0, "init stage: clone: %s", errstr(errno));
-	// The vfork returned: the agent's process has exec'd the agent, or
-	// reported why it could not and exited (a.failed).
-	if (!a.failed)
-		report("started", "", 0, 0, (uint64_t)agent, 0, 0);
+	// The agent's process reports from here (its end of the socket closes
+	// at its execve: the supervisor's "started").
+	close(SYNC_FD);
 	for (;;) {
 		siginfo_t si;
 		int sig = sigwaitinfo(&set, &si);
@@ -1280,9 +1255,9 @@ static int pid1(const struct config *c, const sigset_t *agent_mask) {
 					break;
 				if (p != agent)
 					continue; // an orphan the namespace gave to PID 1
-				if (a.failed) // it reported why; the supervisor waits for this exit
-					return WEXITSTATUS(status);
-				return end_session(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+				if (WIFSIGNALED(status))
+					return 128 + WTERMSIG(status);
+				return WEXITSTATUS(status);
 			}
 			break;
 		case SIGTERM:

@@ -477,28 +477,12 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("starting the agent: %v", goErr)}
 	}
-	// The agent's execve succeeded: with a view PID 1 says "started",
-	// without one the socket's end closed at the execve (close-on-exec).
+	// EOF: execve succeeded and closed the socket (close-on-exec).
 	conn.SetDeadline(time.Time{})
-	err := readFrame(conn, &rep)
-	if err == nil && rep.Type == msgExecError {
+	if err := readFrame(conn, &rep); err == nil && rep.Type == msgExecError {
 		<-p.exited
 		p.exited = nil
 		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
-	}
-	// With a view, PID 1 says "exited" once the agent has exited and
-	// every other process of the session is gone (step 9): the session
-	// ends then, not after PID 1's own exit and the teardown of its
-	// namespaces.
-	var ended chan int
-	if p.view && err == nil && rep.Type == msgStarted {
-		ended = make(chan int, 1)
-		go func() {
-			var r report
-			if readFrame(conn, &r) == nil && r.Type == msgExited {
-				ended <- r.Status
-			}
-		}()
 	}
 	Trace("agent started")
 	if pty != nil {
@@ -526,8 +510,6 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 			default:
 				unix.Kill(pid, sig.(unix.Signal))
 			}
-		case code := <-ended:
-			return code, nil
 		case code := <-p.exited:
 			p.exited = nil
 			p.endSession()

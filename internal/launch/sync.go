@@ -59,9 +59,9 @@
 //	                                          impossible after Landlock); then forks the
 //	                                          process that becomes the agent, which
 //	                                          takes steps 4-7, and stays PID 1: reap,
-//	                                          pass TERM, USR1, USR2 on, end the
-//	                                          session (step 9) and exit with the
-//	                                          agent's status
+//	                                          pass TERM, USR1, USR2 on, exit with the
+//	                                          agent's status, which ends every process
+//	                                          of the session
 //	 4                                        Landlock: no_new_privs, restrict self with
 //	                                          the plan (view rules checked against the
 //	                                          view's filesystems); with a view, drop
@@ -79,17 +79,10 @@
 //	 7    (the start-up line, on "ready")     read "go"; execve(agent); on failure
 //	                                          <- "exec-error" and exit 126 (127: not
 //	                                          found)
-//	 8    the agent runs: wait, forward       with a view, PID 1, once the execve
-//	      signals, pass its status through.   succeeded (its vfork returned, no
-//	      It knows the execve succeeded by    "exec-error"): <- "started" (Pid: the
-//	      "started" (with a view) or EOF on   agent's, in the session's namespace);
-//	      the socket (close-on-exec; without) without, the socket closes at the execve
-//	 9    the session ended: with a view on   with a view, PID 1, once the agent
-//	      "exited" (or PID 1's exit, should   exited: kill every other process of the
-//	      it come first), without one on the  namespace (kill(-1, SIGKILL)), reap until
-//	      init stage's exit; then the review  none is left, close fds 0-2, <- "exited"
-//	                                          (Status: the agent's, 128+N for signal
-//	                                          N), exit with it
+//	 8    EOF on the socket (close-on-exec;
+//	      the others closed theirs): the
+//	      agent runs; wait, forward signals,
+//	      pass its status through
 //
 // Any failure in steps 2-5 is reported as <- "error" and the init stage
 // exits 125 without running the agent; an "error" with "view" set came
@@ -137,7 +130,6 @@ const (
 	msgError     = "error"
 	msgExecError = "exec-error"
 	msgStarted   = "started"
-	msgExited    = "exited"
 )
 
 // initConfig is the "config" message: everything the init stage needs,
@@ -264,20 +256,17 @@ type report struct {
 	// Pid is the agent's process id in the session's PID namespace
 	// ("started").
 	Pid int
-	// Status is the session's exit status ("exited"): the agent's, 128+N
-	// when signal N ended it.
-	Status int
 }
 
 // encode returns r as a frame's payload: its type, message, errno,
-// rules, pid, status (a string as its length and bytes, numbers as
-// uvarints), then 1 when View is set, else 0.
+// rules, pid (a string as its length and bytes, numbers as uvarints),
+// then 1 when View is set, else 0.
 func (r report) encode() []byte {
 	var b []byte
 	str := func(s string) { b = binary.AppendUvarint(b, uint64(len(s))); b = append(b, s...) }
 	str(r.Type)
 	str(r.Msg)
-	for _, n := range []int{r.Errno, r.Rules, r.Pid, r.Status} {
+	for _, n := range []int{r.Errno, r.Rules, r.Pid} {
 		b = binary.AppendUvarint(b, uint64(n))
 	}
 	if r.View {
@@ -313,7 +302,7 @@ func (r *report) decode(b []byte) error {
 	}
 	var out report
 	out.Type, out.Msg = str(), str()
-	out.Errno, out.Rules, out.Pid, out.Status = int(num()), int(num()), int(num()), int(num())
+	out.Errno, out.Rules, out.Pid = int(num()), int(num()), int(num())
 	view := num()
 	if bad || view > 1 || len(b) != 0 || out.Type == "" {
 		return errors.New("sync: malformed message")
