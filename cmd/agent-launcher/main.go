@@ -18,7 +18,6 @@ func main() {
 	// launcher and its agent (nohup, a shell's background job); first,
 	// before the Go runtime's handlers for them can act.
 	ignored := launch.IgnoreInherited()
-	hugeHeap()
 	var stops []os.Signal
 	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		if !slices.Contains(ignored, s) {

@@ -132,9 +132,10 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 
 // TestLauncherHeapBaseFixed: the launcher is built with the Go heap at a
 // fixed base (scripts/build-launcher). Go 1.26's random base pads the first
-// heap chunk, the one hugeHeap backs with huge pages, with up to 4 MiB of
-// unused pages, and the supervisor's heap then spills into a chunk faulted
-// in 4 KiB at a time (3.3 ms of run's start-up here). Control: the test
+// heap chunk with up to 4 MiB of unused pages, and the supervisor's heap then
+// spills into a second chunk (3.3 ms of run's start-up here when only the
+// first had huge pages; internal/launch/heapthp.c now advises two, at most
+// 4 MiB of each). Control: the test
 // agent, built without the setting, does not show it.
 func TestLauncherHeapBaseFixed(t *testing.T) {
 	experiments := func(bin string) string {
