@@ -1,37 +1,49 @@
-// The Go heap's first chunks backed by transparent huge pages from the
-// moment the runtime maps them.
+// The Go runtime's start-up memory in transparent huge pages: its first
+// heap chunks, advised as the runtime maps them, and its small mappings
+// (the persistent allocator's chunks, arena metadata) carved from one
+// advised arena.
 //
-// Why: a launch's supervisor touches two to four MiB of fresh heap, which
-// the kernel fills one 4 KiB page fault at a time. On the machine the
-// start-up target is measured on (a PVM guest) a fault costs about 13 us and
-// faults from the two CPUs serialize, and a Go program's start-up was mostly
-// such faults: `agent-launcher version` took 243 of them, about 100 in the
-// heap before `main`. A huge page is one fault.
+// Why: on the machine the start-up target is measured on (a PVM guest) a
+// page fault costs about 13 us, and a Go program's start-up was mostly
+// faults: `agent-launcher version` took 235-240 of them, about 140 in the
+// Go heap, 66 of those before the first package initializer; the
+// supervisor of a run took about 110 more in the runtime's small
+// mappings. Prefaulting the same pages (MADV_POPULATE_WRITE) saved nothing:
+// the cost is in the page-table entries, one per 4 KiB page, which a huge
+// page replaces with one.
 //
-// How: with cgo the Go runtime maps memory through the C library's mmap
-// (runtime/cgo's x_cgo_mmap, so that sanitizers see it), from its first
-// mapping on. This mmap is that function, linked in place of the C
-// library's (musl's and glibc's are weak aliases of their __mmap), and
-// the same system call; it then asks for huge pages (MADV_HUGEPAGE) on the
-// first 4 MiB of each of the first two mappings shaped like the runtime's
-// heap chunks (sysMapOS: anonymous, private, fixed, read-write, 2 MiB
-// aligned, 2 MiB or more): the supervisor's start-up heap, wherever the
-// runtime's random heap base (a build without scripts/build-launcher) puts
-// it. At most 8 MiB: chunks mapped later, and the rest of a large one,
-// keep 4 KiB pages, so a long session's heap does not grow by whole huge
-// pages. Everything else is the
-// system call alone. Where THP is "never" the advice does nothing; with
-// GODEBUG=disablethp=1 the runtime advises MADV_NOHUGEPAGE right after the
-// mapping, which wins. The cost is up to 4 MiB more resident memory (a
-// huge page is filled whole), and where defrag is "madvise" a fault there
-// may compact memory first.
+// How: with cgo the Go runtime maps its memory through the C library's
+// mmap (runtime/cgo's x_cgo_mmap, there so that sanitizers see Go's
+// mappings), from its first mapping on. This mmap is that function, linked
+// in place of the C library's (musl's and glibc's are weak aliases of their
+// __mmap; the C library itself calls __mmap):
+//   - a mapping shaped like the runtime's heap chunks (sysMapOS: anonymous,
+//     private, fixed, read-write, 2 MiB aligned, 2 MiB or more) is the
+//     system call, then MADV_HUGEPAGE on its first 4 MiB, for the first two
+//     such mappings only: the supervisor's start-up heap, wherever the
+//     runtime's random heap base (a build without scripts/build-launcher)
+//     puts it;
+//   - a small mapping of the runtime's own (sysAllocOS: anonymous,
+//     private, read-write, no address asked, 512 KiB or less) is carved
+//     from the arena: 4 MiB reserved and advised by al_thp_arena_init
+//     before the runtime starts, handed out in page multiples by an atomic
+//     bump, never twice; a munmap of a carved range unmaps it (the
+//     kernel's), and the bump never returns there. Fresh anonymous memory,
+//     so zero, as mmap's;
+//   - everything else, and everything once the arena is used up, is the
+//     system call alone.
+// At most 8 MiB of heap and 4 MiB of arena are advised: memory mapped
+// later keeps 4 KiB pages, so a long session's memory does not grow in 2
+// MiB steps. The cost is up to 12 MiB more resident memory (a huge page is
+// filled whole), and where defrag is "madvise" a fault there may compact
+// memory first. Where THP is "never" the advice does nothing; with
+// GODEBUG=disablethp=1 the runtime advises MADV_NOHUGEPAGE on its heap
+// right after mapping it, which wins there.
 //
 // It replaces the supervisor's hugeHeap (cmd/agent-launcher, the eighth to
-// twelfth passes), which advised and collapsed the chunk from main, after
-// the runtime and the package initializers had faulted it in 4 KiB at a time
-// and at a cost of its own (reading /proc/self/maps, MADV_COLLAPSE):
-// `version` 10.15 -> 7.41 ms, 243 -> 93 faults (perf stat, 40 runs each);
-// docs/design-amendments.md, the thirteenth pass.
+// twelfth passes), which advised and collapsed the heap chunk from main,
+// after the runtime and the package initializers had faulted it in 4 KiB
+// at a time. Measured in docs/design-amendments.md, the thirteenth pass.
 //
 // Only where the Go runtime maps through it (linux/amd64, arm64, loong64)
 // and mmap's system call takes the offset in bytes.
@@ -46,24 +58,78 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-// al_heap_thp_advised counts the mappings advised (at most 2); the runtime
-// maps its heap from one thread at a time (under the heap's lock).
+#define AL_HUGE ((uintptr_t)2 << 20)
+#define AL_ARENA ((uintptr_t)4 << 20)
+#define AL_CARVED_MAX ((size_t)512 << 10)
+
+// al_heap_thp_advised counts the heap mappings advised (at most 2); the
+// runtime maps its heap under the heap's lock.
 int al_heap_thp_advised;
 
+// The arena: [al_arena_lo, al_arena_hi), handed out from al_arena_next up.
+// Set once, before the Go runtime starts (al_thp_arena_init); 0 without.
+uintptr_t al_arena_lo, al_arena_hi;
+uintptr_t al_arena_next;
+
+// al_thp_arena_init reserves and advises the arena, with 4 KiB pages (2 MiB
+// huge ones). The supervisor's constructor calls it, single-threaded,
+// before the Go runtime starts; without it, or when it fails, there is no
+// arena and every mapping is the system call's.
+void al_thp_arena_init(void) {
+	if (sysconf(_SC_PAGESIZE) != 4096)
+		return; // huge pages of another size: not this arena's
+	int e = errno;
+	long r = syscall(SYS_mmap, NULL, AL_ARENA + AL_HUGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+	if (r != -1) {
+		// 2 MiB aligned, so that both halves can be huge pages; the
+		// slack before and after goes back.
+		uintptr_t lo = ((uintptr_t)r + AL_HUGE - 1) & ~(AL_HUGE - 1);
+		if (lo > (uintptr_t)r)
+			syscall(SYS_munmap, r, lo - (uintptr_t)r);
+		uintptr_t end = (uintptr_t)r + AL_ARENA + AL_HUGE;
+		if (end > lo + AL_ARENA)
+			syscall(SYS_munmap, lo + AL_ARENA, end - (lo + AL_ARENA));
+		syscall(SYS_madvise, lo, AL_ARENA, MADV_HUGEPAGE); // advice: a refusal changes nothing
+		al_arena_lo = al_arena_next = lo;
+		al_arena_hi = lo + AL_ARENA;
+	}
+	errno = e;
+}
+
+// carve hands out n bytes (a page multiple) of the arena, or 0 when there
+// is no arena or not enough of it left.
+static uintptr_t carve(size_t n) {
+	uintptr_t cur = __atomic_load_n(&al_arena_next, __ATOMIC_RELAXED);
+	do {
+		if (cur == 0 || al_arena_hi - cur < n)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&al_arena_next, &cur, cur + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return cur;
+}
+
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+	if (addr == NULL && fd == -1 && off == 0 && prot == (PROT_READ | PROT_WRITE) &&
+	    flags == (MAP_ANONYMOUS | MAP_PRIVATE) && len > 0 && len <= AL_CARVED_MAX) {
+		uintptr_t q = carve((len + 4095) & ~(size_t)4095); // 4 KiB pages: al_thp_arena_init
+		if (q != 0)
+			return (void *)q;
+	}
 	long p = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	if (p == -1)
 		return MAP_FAILED; // errno set
-	const uintptr_t huge = 2u << 20;
 	if (al_heap_thp_advised < 2 && fd == -1 && prot == (PROT_READ | PROT_WRITE) &&
-	    flags == (MAP_ANONYMOUS | MAP_PRIVATE | MAP_FIXED) && ((uintptr_t)p & (huge - 1)) == 0 && len >= huge) {
+	    flags == (MAP_ANONYMOUS | MAP_PRIVATE | MAP_FIXED) && ((uintptr_t)p & (AL_HUGE - 1)) == 0 && len >= AL_HUGE) {
 		al_heap_thp_advised++;
 		int e = errno;
-		size_t n = len < 2 * huge ? len & ~(huge - 1) : 2 * huge;
+		size_t n = len < 2 * AL_HUGE ? len & ~(AL_HUGE - 1) : 2 * AL_HUGE;
 		syscall(SYS_madvise, p, n, MADV_HUGEPAGE); // advice: a refusal changes nothing
 		errno = e;
 	}
 	return (void *)p;
 }
+
+#else
+
+void al_thp_arena_init(void) {}
 
 #endif

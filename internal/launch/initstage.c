@@ -1591,10 +1591,13 @@ static void populate_text(void) {
 	}
 }
 
+void al_thp_arena_init(void);
+
 // al_init_stage runs the init stage and exits when the process was
 // started as one (argv[1] is the init argument); otherwise it maps the
-// read-only segments in (populate_text), records the ignored signals and
-// returns at once, and the program starts as usual.
+// read-only segments in (populate_text), reserves the huge-page arena the Go
+// runtime's small mappings are carved from (heapthp.c), records the ignored
+// signals and returns at once, and the program starts as usual.
 void al_init_stage(void) {
 	int argc;
 	char **argv = initial_args(&argc);
@@ -1608,6 +1611,7 @@ void al_init_stage(void) {
 		mallopt(M_ARENA_MAX, 1);
 #endif
 		populate_text();
+		al_thp_arena_init(); // heapthp.c: the Go runtime's small mappings in huge pages
 		sigprocmask(SIG_BLOCK, NULL, &al_initial_mask);
 		al_have_nofile = getrlimit(RLIMIT_NOFILE, &al_initial_nofile) == 0;
 		static const int forwarded[] = {SIGINT, SIGQUIT, SIGHUP, SIGWINCH, SIGTERM, SIGUSR1, SIGUSR2};

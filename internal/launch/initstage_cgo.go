@@ -4,8 +4,12 @@ package launch
 
 /*
 #cgo CFLAGS: -O2 -Wall -Wextra -Wno-unused-parameter
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include "initstage.h"
+extern uintptr_t al_arena_lo, al_arena_hi, al_arena_next;
+static uintptr_t al_arena_next_now(void) { return __atomic_load_n(&al_arena_next, __ATOMIC_SEQ_CST); }
 extern void al_init_stage(void);
 extern unsigned long long al_ignored_signals;
 
@@ -40,6 +44,23 @@ func ignoredAtStart() []os.Signal {
 		}
 	}
 	return out
+}
+
+// thpArena reports heapthp.c's arena of huge pages: its bounds and how far
+// it has been handed out; zeros without one.
+func thpArena() (lo, hi, next uintptr) {
+	return uintptr(C.al_arena_lo), uintptr(C.al_arena_hi), uintptr(C.al_arena_next_now())
+}
+
+// cMmap maps n bytes as the Go runtime's sysAllocOS does (anonymous,
+// private, read-write, no address asked), through the C library's mmap,
+// which heapthp.c replaces: for its tests.
+func cMmap(n uintptr) (unsafe.Pointer, error) {
+	p, err := C.mmap(nil, C.size_t(n), C.PROT_READ|C.PROT_WRITE, C.MAP_ANONYMOUS|C.MAP_PRIVATE, -1, 0)
+	if uintptr(p) == ^uintptr(0) { // MAP_FAILED
+		return nil, err
+	}
+	return p, nil
 }
 
 // spawnSteps names al_spawn_view's steps (initstage.h) for its errors.
