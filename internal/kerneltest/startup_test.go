@@ -135,8 +135,8 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 // heap chunk with up to 4 MiB of unused pages, and the supervisor's heap then
 // spills into a second chunk (3.3 ms of run's start-up here when only the
 // first had huge pages; internal/launch/heapthp.c now advises two, at most
-// 4 MiB of each). Control: the test
-// agent, built without the setting, does not show it.
+// 4 MiB of each). Control: the test agent, built without the setting, does
+// not show it.
 func TestLauncherHeapBaseFixed(t *testing.T) {
 	experiments := func(bin string) string {
 		// The build settings the go command records in the binary (what

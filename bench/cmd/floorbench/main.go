@@ -772,10 +772,10 @@ func (b *bench) makeLoads() error {
 // sessionRows adds the in-session arms of a workload: the milliseconds of
 // one run, bare and inside one session, and the session's ratio, which the
 // 1.03x target is read against.
-func (b *bench) sessionRows(inner int, bare, inside []float64) {
+func (b *bench) sessionRows(bare, inside []float64) {
 	r := median(inside) / median(bare)
-	b.row(fmt.Sprintf("  bare, per run of floor exec %d", inner), bare, "%.1f", "", "")
-	b.row(fmt.Sprintf("  in one session, per run of floor exec %d", inner), inside, "%.1f", fmt.Sprintf("%.3fx bare", r), b.verdict(r <= 1.03, "<= 1.03x"))
+	b.row(fmt.Sprintf("  bare, per run of floor exec %d", b.inner), bare, "%.1f", "", "")
+	b.row(fmt.Sprintf("  in one session, per run of floor exec %d", b.inner), inside, "%.1f", fmt.Sprintf("%.3fx bare", r), b.verdict(r <= 1.03, "<= 1.03x"))
 }
 
 // sessionNote says how the in-session rows were measured and why the
@@ -885,7 +885,7 @@ func (b *bench) workloads() error {
 		b.row("", nil, "", fmt.Sprintf("%.3fx C Landlock", run/floor), "")
 		b.row("", nil, "", fmt.Sprintf("%.3fx bare less start-up", (run-startup)/bare), "")
 		b.row("  start-up here: run -- /bin/true", s[4], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", startup), "")
-		b.sessionRows(b.inner, s[5], s[6])
+		b.sessionRows(s[5], s[6])
 	}
 	b.out.flush()
 	fmt.Printf("  policy: {%s}; HOME=%s (go's telemetry mode file there says off); each arm timed from fork to reaping\n", oneLine(workloadPolicy), b.home)
@@ -955,7 +955,7 @@ func (b *bench) defaultWorkloads() error {
 		b.row("", nil, "", fmt.Sprintf("%.3fx bare less start-up", (run-startup)/bare), "")
 		b.row("  start-up here: run -- /bin/true", s[3], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", startup), "")
 		b.row("  the same after a change in it (plans afresh)", s[4], "%.1f", fmt.Sprintf("+%.1f ms over bare /bin/true", median(s[4])-median(s[2])), "")
-		b.sessionRows(b.inner, s[5], s[6])
+		b.sessionRows(s[5], s[6])
 	}
 	b.out.flush()
 	b.sessionNote()
