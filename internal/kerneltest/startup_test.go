@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -127,6 +128,35 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 		if agent < line {
 			t.Fatalf("run %d: the agent's output came before the start-up line:\n%s", i, text)
 		}
+	}
+}
+
+// TestLauncherNamesNoMappings: the launcher is built with the Go runtime's
+// naming of its mappings off (decoratemappings=0, a //go:debug setting of
+// cmd/agent-launcher). Where the kernel names anonymous mappings
+// (CONFIG_ANON_VMA_NAME), the runtime names each small mapping it makes,
+// and every name makes its own mapping region: the runtime's small mappings,
+// carved from one huge-page arena (internal/launch/heapthp.c), would split it
+// into regions no 2 MiB page fits in. Control: the test agent, built without
+// the setting, does not show it.
+func TestLauncherNamesNoMappings(t *testing.T) {
+	godebug := func(bin string) string {
+		info, err := buildinfo.ReadFile(bin)
+		if err != nil {
+			t.Fatalf("reading the build information of %s: %v", bin, err)
+		}
+		for _, s := range info.Settings {
+			if s.Key == "DefaultGODEBUG" {
+				return s.Value
+			}
+		}
+		return ""
+	}
+	if got := godebug(launcher); !slices.Contains(strings.Split(got, ","), "decoratemappings=0") {
+		t.Errorf("the launcher was built with DefaultGODEBUG=%q, without decoratemappings=0", got)
+	}
+	if got := godebug(agent); slices.Contains(strings.Split(got, ","), "decoratemappings=0") {
+		t.Errorf("control: the test agent shows DefaultGODEBUG=%q, so the check cannot tell the builds apart", got)
 	}
 }
 
