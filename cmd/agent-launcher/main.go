@@ -1,3 +1,11 @@
+// The Go runtime does not name its mappings (/proc/PID/maps): where the
+// kernel names anonymous mappings, each name makes its own mapping region,
+// and the runtime's small mappings, carved from one arena of huge pages
+// (internal/launch/heapthp.c), would split it into regions no huge page
+// fits in.
+//
+//go:debug decoratemappings=0
+
 // Command agent-launcher confines an AI agent, and every process it starts,
 // to a declarative file policy enforced by the kernel.
 package main

@@ -35,10 +35,15 @@
 // At most 8 MiB of heap and 4 MiB of arena are advised: memory mapped
 // later keeps 4 KiB pages, so a long session's memory does not grow in 2
 // MiB steps. The cost is up to 12 MiB more resident memory (a huge page is
-// filled whole), and where defrag is "madvise" a fault there may compact
-// memory first. Where THP is "never" the advice does nothing; with
-// GODEBUG=disablethp=1 the runtime advises MADV_NOHUGEPAGE on its heap
-// right after mapping it, which wins there.
+// filled whole; a range the runtime frees stays unused, and splits its huge
+// page), and where defrag is "madvise" a fault there may compact memory
+// first. Where THP is "never" the advice does nothing; with
+// GODEBUG=disablethp=1 there is no arena, and the runtime advises
+// MADV_NOHUGEPAGE on its heap right after mapping it, which wins there. The
+// launcher turns the runtime's naming of its mappings off
+// (decoratemappings=0, cmd/agent-launcher): each name would make its own
+// mapping region of a carved range, and no huge page would fit the arena.
+// Not in a sanitizer's build, whose mmap interceptor this would bypass.
 //
 // It replaces the supervisor's hugeHeap (cmd/agent-launcher, the eighth to
 // twelfth passes), which advised and collapsed the heap chunk from main,
@@ -48,11 +53,44 @@
 // Only where the Go runtime maps through it (linux/amd64, arm64, loong64)
 // and mmap's system call takes the offset in bytes.
 
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__) || defined(__loongarch64))
-
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// The arena: [al_arena_lo, al_arena_hi), handed out from al_arena_next up.
+// Set once, before the Go runtime starts (al_thp_arena_init); 0 without.
+uintptr_t al_arena_lo, al_arena_hi;
+uintptr_t al_arena_next;
+
+// al_carve hands out n bytes from *next up to hi, or 0 when *next is 0 (no
+// arena) or fewer than n are left: one atomic bump, so that no byte is
+// handed out twice, from any number of threads.
+uintptr_t al_carve(uintptr_t *next, uintptr_t hi, size_t n) {
+	uintptr_t cur = __atomic_load_n(next, __ATOMIC_RELAXED);
+	do {
+		if (cur == 0 || hi - cur < n)
+			return 0;
+	} while (!__atomic_compare_exchange_n(next, &cur, cur + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return cur;
+}
+
+// al_carve_many carves count ranges of n bytes into out: al_carve in a
+// loop, for the tests (TestCarveConcurrent), from several threads at once.
+void al_carve_many(uintptr_t *next, uintptr_t hi, size_t n, size_t count, uintptr_t *out) {
+	for (size_t i = 0; i < count; i++)
+		out[i] = al_carve(next, hi, n);
+}
+
+#ifndef __has_feature
+#define __has_feature(x) 0
+#endif
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__) || defined(__loongarch64)) && \
+    !defined(__SANITIZE_ADDRESS__) && !__has_feature(address_sanitizer) && !__has_feature(memory_sanitizer) && \
+    !__has_feature(thread_sanitizer)
+
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -62,14 +100,8 @@
 #define AL_ARENA ((uintptr_t)4 << 20)
 #define AL_CARVED_MAX ((size_t)512 << 10)
 
-// al_heap_thp_advised counts the heap mappings advised (at most 2); the
-// runtime maps its heap under the heap's lock.
-int al_heap_thp_advised;
-
-// The arena: [al_arena_lo, al_arena_hi), handed out from al_arena_next up.
-// Set once, before the Go runtime starts (al_thp_arena_init); 0 without.
-uintptr_t al_arena_lo, al_arena_hi;
-uintptr_t al_arena_next;
+// al_heap_thp_advised counts the heap mappings advised (at most 2).
+static int al_heap_thp_advised;
 
 // al_thp_arena_init reserves and advises the arena, with 4 KiB pages (2 MiB
 // huge ones). The supervisor's constructor calls it, single-threaded,
@@ -78,6 +110,9 @@ uintptr_t al_arena_next;
 void al_thp_arena_init(void) {
 	if (sysconf(_SC_PAGESIZE) != 4096)
 		return; // huge pages of another size: not this arena's
+	const char *godebug = getenv("GODEBUG");
+	if (godebug != NULL && strstr(godebug, "disablethp=1") != NULL)
+		return; // the runtime's own switch against huge pages
 	int e = errno;
 	long r = syscall(SYS_mmap, NULL, AL_ARENA + AL_HUGE, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
 	if (r != -1) {
@@ -96,30 +131,19 @@ void al_thp_arena_init(void) {
 	errno = e;
 }
 
-// carve hands out n bytes (a page multiple) of the arena, or 0 when there
-// is no arena or not enough of it left.
-static uintptr_t carve(size_t n) {
-	uintptr_t cur = __atomic_load_n(&al_arena_next, __ATOMIC_RELAXED);
-	do {
-		if (cur == 0 || al_arena_hi - cur < n)
-			return 0;
-	} while (!__atomic_compare_exchange_n(&al_arena_next, &cur, cur + n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-	return cur;
-}
-
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
 	if (addr == NULL && fd == -1 && off == 0 && prot == (PROT_READ | PROT_WRITE) &&
 	    flags == (MAP_ANONYMOUS | MAP_PRIVATE) && len > 0 && len <= AL_CARVED_MAX) {
-		uintptr_t q = carve((len + 4095) & ~(size_t)4095); // 4 KiB pages: al_thp_arena_init
+		uintptr_t q = al_carve(&al_arena_next, al_arena_hi, (len + 4095) & ~(size_t)4095); // 4 KiB pages: al_thp_arena_init
 		if (q != 0)
 			return (void *)q;
 	}
 	long p = syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	if (p == -1)
 		return MAP_FAILED; // errno set
-	if (al_heap_thp_advised < 2 && fd == -1 && prot == (PROT_READ | PROT_WRITE) &&
-	    flags == (MAP_ANONYMOUS | MAP_PRIVATE | MAP_FIXED) && ((uintptr_t)p & (AL_HUGE - 1)) == 0 && len >= AL_HUGE) {
-		al_heap_thp_advised++;
+	if (fd == -1 && prot == (PROT_READ | PROT_WRITE) && flags == (MAP_ANONYMOUS | MAP_PRIVATE | MAP_FIXED) &&
+	    ((uintptr_t)p & (AL_HUGE - 1)) == 0 && len >= AL_HUGE &&
+	    __atomic_fetch_add(&al_heap_thp_advised, 1, __ATOMIC_RELAXED) < 2) {
 		int e = errno;
 		size_t n = len < 2 * AL_HUGE ? len & ~(AL_HUGE - 1) : 2 * AL_HUGE;
 		syscall(SYS_madvise, p, n, MADV_HUGEPAGE); // advice: a refusal changes nothing

@@ -1,9 +1,16 @@
-//go:build linux && cgo && (amd64 || arm64 || loong64)
+//go:build linux && cgo && (amd64 || arm64 || loong64) && !msan && !asan
+
+// As the launcher (cmd/agent-launcher): the runtime names no mappings, which
+// would split the arena where the kernel names them.
+//
+//go:debug decoratemappings=0
 
 package launch
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -36,23 +43,39 @@ func TestHeapChunksAdvisedAtMapping(t *testing.T) {
 	}
 }
 
-// TestRuntimeSmallMappingsCarved: the arena exists, is advised for huge
-// pages, and the Go runtime's own small mappings came from it (this test
-// binary's runtime, started after the constructor made the arena); a
-// mapping of that shape is carved while the arena has room for it, zeroed
-// and writable, and the kernel's once it has not (the test's own mappings
-// use the arena up when it runs again with -count); one too large for it
-// is the kernel's.
+// TestRuntimeSmallMappingsCarved: with 4 KiB pages the arena exists, is
+// advised for huge pages and backed by them where THP is not "never"
+// (AnonHugePages; the test binary, like the launcher, names no mappings),
+// and the Go runtime's own small mappings came from it (this test binary's
+// runtime, started after the constructor made the arena); a mapping of
+// that shape is carved while the arena has room for it, zeroed and
+// writable, and the kernel's once it has not (the test's own mappings use
+// the arena up when it runs again with -count); one too large for it is
+// the kernel's. With other pages there is no arena.
 func TestRuntimeSmallMappingsCarved(t *testing.T) {
 	lo, hi, next := thpArena()
+	if os.Getpagesize() != 4096 {
+		if lo != 0 {
+			t.Errorf("an arena %#x-%#x with %d-byte pages", lo, hi, os.Getpagesize())
+		}
+		return
+	}
 	if lo == 0 || hi-lo != 4<<20 || lo%(2<<20) != 0 {
 		t.Fatalf("no 2 MiB-aligned 4 MiB arena: %#x-%#x", lo, hi)
 	}
 	if next <= lo {
 		t.Errorf("the Go runtime took nothing from the arena (next %#x)", next)
 	}
-	if got := advised(t, lo); !strings.Contains(got, " hg") {
-		t.Errorf("the arena is not advised for huge pages: VmFlags %q", got)
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	switch {
+	case err != nil: // no THP in this kernel: the advice is refused
+		if got := advised(t, lo); strings.Contains(got, " hg") {
+			t.Errorf("the arena is advised for huge pages on a kernel without them: VmFlags %q", got)
+		}
+	case !strings.Contains(advised(t, lo), " hg"):
+		t.Errorf("the arena is not advised for huge pages: VmFlags %q", advised(t, lo))
+	case !strings.Contains(string(mode), "[never]") && smapsField(t, lo, "AnonHugePages:") == 0:
+		t.Errorf("THP %s, yet the arena %#x-%#x, %d bytes of it handed out, holds no huge page", strings.TrimSpace(string(mode)), lo, hi, next-lo)
 	}
 	in := func(p uintptr) bool { return p >= lo && p < hi }
 	_, _, next = thpArena()
@@ -79,51 +102,109 @@ func TestRuntimeSmallMappingsCarved(t *testing.T) {
 	}
 }
 
-// TestCarveConcurrent: mappings carved from several threads at once never
-// overlap, and each is the size asked.
+// TestCarveConcurrent: the arena's bump hands out every byte once from
+// several threads at once: 4 threads carve 500,000 pages each from one
+// test arena (al_carve is arithmetic: nothing is mapped), in C loops long
+// enough to overlap, so that they race; every range is distinct and
+// together they are the arena's first 8,000,000 KiB, no more.
 func TestCarveConcurrent(t *testing.T) {
-	const threads, each, size = 8, 16, 8 << 10
-	lo, hi, next := thpArena()
-	room := hi - next
-	var mu sync.Mutex
-	var got [][2]uintptr
+	const threads, each, page = 4, 500000, 4096
+	const base = uintptr(1) << 40
+	next, hi := base, base+threads*each*page+page/2 // room for all, not for one more
+	outs := make([][]uintptr, threads)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for range threads {
+	for i := range outs {
+		outs[i] = make([]uintptr, each)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
 			<-start
-			for range each {
-				p, err := cMmap(size)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				*(*byte)(unsafe.Add(p, size-1)) = 1
-				mu.Lock()
-				got = append(got, [2]uintptr{uintptr(p), uintptr(p) + size})
-				mu.Unlock()
-			}
+			carveMany(&next, hi, page, outs[i])
 		}()
 	}
 	close(start)
 	wg.Wait()
-	slices.SortFunc(got, func(a, b [2]uintptr) int { return int(a[0]>>12) - int(b[0]>>12) })
-	carved := 0
-	for i, r := range got {
-		if i > 0 && r[0] < got[i-1][1] {
-			t.Errorf("%#x-%#x overlaps %#x-%#x", r[0], r[1], got[i-1][0], got[i-1][1])
-		}
-		if r[0] >= lo && r[1] <= hi {
-			carved++
+	all := slices.Concat(outs...)
+	slices.Sort(all)
+	for i, p := range all {
+		if want := base + uintptr(i)*page; p != want {
+			t.Fatalf("range %d of %d starts at %#x, want %#x (a range handed out twice, or none)", i, len(all), p, want)
 		}
 	}
-	if carved == 0 && room >= 1<<20 {
-		t.Errorf("none of the %d mappings came from the arena %#x-%#x, which had %d bytes free", len(got), lo, hi, room)
+	if rest := make([]uintptr, 1); true {
+		carveMany(&next, hi, page, rest)
+		if rest[0] != 0 {
+			t.Errorf("carved %#x past the arena's end %#x", rest[0], hi)
+		}
 	}
-	t.Logf("%d of %d mappings carved", carved, len(got))
+}
+
+// TestNoArenaWithDisableTHP: GODEBUG=disablethp=1, the runtime's switch
+// against huge pages, leaves the process without the arena. Control: the
+// same test binary without it has one (where pages are 4 KiB).
+func TestNoArenaWithDisableTHP(t *testing.T) {
+	if os.Getenv("AL_TEST_PRINT_ARENA") == "1" {
+		lo, _, _ := thpArena()
+		fmt.Printf("arena %d\n", lo)
+		return
+	}
+	arena := func(godebug string) uint64 {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestNoArenaWithDisableTHP$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "AL_TEST_PRINT_ARENA=1", "GODEBUG="+godebug)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("GODEBUG=%s: %v: %s", godebug, err, out)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(l, "arena "); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+		t.Fatalf("GODEBUG=%s: no arena line in %q", godebug, out)
+		return 0
+	}
+	if os.Getpagesize() == 4096 && arena("") == 0 {
+		t.Fatalf("control: no arena without GODEBUG")
+	}
+	if lo := arena("disablethp=1"); lo != 0 {
+		t.Errorf("GODEBUG=disablethp=1, and the arena is at %#x", lo)
+	}
+}
+
+// smapsField returns a kB field (such as "AnonHugePages:") of the mapping
+// that holds addr, in bytes.
+func smapsField(t *testing.T, addr uintptr, field string) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			lo, hi, _ := strings.Cut(f[0], "-")
+			a, err1 := strconv.ParseUint(lo, 16, 64)
+			z, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && uint64(addr) >= a && uint64(addr) < z
+			continue
+		}
+		if v, ok := strings.CutPrefix(l, field); ok && in {
+			f := strings.Fields(v)
+			if len(f) == 2 && f[1] == "kB" {
+				n, _ := strconv.ParseUint(f[0], 10, 64)
+				return n << 10
+			}
+		}
+	}
+	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
+	return 0
 }
 
 // advised returns the VmFlags of the mapping that holds addr.

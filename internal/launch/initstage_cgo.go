@@ -10,6 +10,7 @@ package launch
 #include "initstage.h"
 extern uintptr_t al_arena_lo, al_arena_hi, al_arena_next;
 static uintptr_t al_arena_next_now(void) { return __atomic_load_n(&al_arena_next, __ATOMIC_SEQ_CST); }
+extern void al_carve_many(uintptr_t *next, uintptr_t hi, size_t n, size_t count, uintptr_t *out);
 extern void al_init_stage(void);
 extern unsigned long long al_ignored_signals;
 
@@ -50,6 +51,12 @@ func ignoredAtStart() []os.Signal {
 // it has been handed out; zeros without one.
 func thpArena() (lo, hi, next uintptr) {
 	return uintptr(C.al_arena_lo), uintptr(C.al_arena_hi), uintptr(C.al_arena_next_now())
+}
+
+// carveMany runs heapthp.c's al_carve len(out) times on the arena *next
+// up to hi, n bytes each, into out: for its tests.
+func carveMany(next *uintptr, hi, n uintptr, out []uintptr) {
+	C.al_carve_many((*C.uintptr_t)(unsafe.Pointer(next)), C.uintptr_t(hi), C.size_t(n), C.size_t(len(out)), (*C.uintptr_t)(unsafe.Pointer(&out[0])))
 }
 
 // cMmap maps n bytes as the Go runtime's sysAllocOS does (anonymous,
