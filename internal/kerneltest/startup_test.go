@@ -131,6 +131,23 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 	}
 }
 
+// buildSetting returns the build setting key that the go command recorded
+// in bin (what go version -m prints; the VM guests have no go command), or
+// "".
+func buildSetting(t *testing.T, bin, key string) string {
+	t.Helper()
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatalf("reading the build information of %s: %v", bin, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
+}
+
 // TestLauncherNamesNoMappings: the launcher is built with the Go runtime's
 // naming of its mappings off (decoratemappings=0, a //go:debug setting of
 // cmd/agent-launcher). Where the kernel names anonymous mappings
@@ -140,18 +157,7 @@ func TestStartLineBeforeAgentOutput(t *testing.T) {
 // into regions no 2 MiB page fits in. Control: the test agent, built without
 // the setting, does not show it.
 func TestLauncherNamesNoMappings(t *testing.T) {
-	godebug := func(bin string) string {
-		info, err := buildinfo.ReadFile(bin)
-		if err != nil {
-			t.Fatalf("reading the build information of %s: %v", bin, err)
-		}
-		for _, s := range info.Settings {
-			if s.Key == "DefaultGODEBUG" {
-				return s.Value
-			}
-		}
-		return ""
-	}
+	godebug := func(bin string) string { return buildSetting(t, bin, "DefaultGODEBUG") }
 	if got := godebug(launcher); !slices.Contains(strings.Split(got, ","), "decoratemappings=0") {
 		t.Errorf("the launcher was built with DefaultGODEBUG=%q, without decoratemappings=0", got)
 	}
@@ -168,20 +174,7 @@ func TestLauncherNamesNoMappings(t *testing.T) {
 // 4 MiB of each). Control: the test agent, built without the setting, does
 // not show it.
 func TestLauncherHeapBaseFixed(t *testing.T) {
-	experiments := func(bin string) string {
-		// The build settings the go command records in the binary (what
-		// go version -m prints; the VM guests have no go command).
-		info, err := buildinfo.ReadFile(bin)
-		if err != nil {
-			t.Fatalf("reading the build information of %s: %v", bin, err)
-		}
-		for _, s := range info.Settings {
-			if s.Key == "GOEXPERIMENT" {
-				return s.Value
-			}
-		}
-		return ""
-	}
+	experiments := func(bin string) string { return buildSetting(t, bin, "GOEXPERIMENT") }
 	if got := experiments(launcher); !strings.Contains(got, "norandomizedheapbase64") {
 		t.Errorf("the launcher was built with GOEXPERIMENT=%q, without norandomizedheapbase64", got)
 	}

@@ -182,51 +182,55 @@ func TestNoArenaWithDisableTHP(t *testing.T) {
 // that holds addr, in bytes.
 func smapsField(t *testing.T, addr uintptr, field string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/smaps")
+	f := strings.Fields(smapsOf(t, addr)[field])
+	if len(f) != 2 || f[1] != "kB" {
+		t.Fatalf("no %s in kB for %#x in /proc/self/smaps: %q", field, addr, f)
+	}
+	n, err := strconv.ParseUint(f[0], 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := false
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
-			lo, hi, _ := strings.Cut(f[0], "-")
-			a, err1 := strconv.ParseUint(lo, 16, 64)
-			z, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && uint64(addr) >= a && uint64(addr) < z
-			continue
-		}
-		if v, ok := strings.CutPrefix(l, field); ok && in {
-			f := strings.Fields(v)
-			if len(f) == 2 && f[1] == "kB" {
-				n, _ := strconv.ParseUint(f[0], 10, 64)
-				return n << 10
-			}
-		}
-	}
-	t.Fatalf("no %s for %#x in /proc/self/smaps", field, addr)
-	return 0
+	return n << 10
 }
 
 // advised returns the VmFlags of the mapping that holds addr.
 func advised(t *testing.T, addr uintptr) string {
 	t.Helper()
+	return smapsOf(t, addr)["VmFlags:"]
+}
+
+// smapsOf returns the fields of the mapping in /proc/self/smaps that holds
+// addr, by name with its colon ("VmFlags:"), each with the rest of its line.
+func smapsOf(t *testing.T, addr uintptr) map[string]string {
+	t.Helper()
 	b, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := false
+	var fields map[string]string
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			if fields != nil {
+				break // the mapping after addr's
+			}
 			lo, hi, _ := strings.Cut(f[0], "-")
 			a, err1 := strconv.ParseUint(lo, 16, 64)
 			z, err2 := strconv.ParseUint(hi, 16, 64)
-			in = err1 == nil && err2 == nil && uint64(addr) >= a && uint64(addr) < z
+			if err1 == nil && err2 == nil && uint64(addr) >= a && uint64(addr) < z {
+				fields = map[string]string{}
+			}
 			continue
 		}
-		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && in {
-			return v
+		if fields != nil {
+			fields[f[0]] = strings.TrimPrefix(l, f[0])
 		}
 	}
-	t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
-	return ""
+	if fields == nil {
+		t.Fatalf("no mapping in /proc/self/smaps holds %#x", addr)
+	}
+	return fields
 }
