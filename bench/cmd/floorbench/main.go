@@ -133,16 +133,17 @@ type bench struct {
 	ws     string // the small workspace of the start-up and open sections
 	floor  string // the built C reference, inside ws so the launcher may run it
 	reexec string // the built Go reference of the launcher's start-up
-	// The peers the start-up target is set against (about 9 ms each
-	// where the target was set): bubblewrap's path, "" where it is not
-	// installed or cannot make its namespaces, and go-landlock's
-	// landlock-restrict, built from the module this one requires.
-	bwrap, restrict string
 	file   string // the file the open loops open, inside ws
 	pmin   string // the minimal policy file
 	pwork  string // the minimal policy plus what go needs in HOME
 	loads  []*workload
 	path   string // PATH of every arm
+
+	// The peers the start-up target is set against (about 9 ms each
+	// where the target was set): bubblewrap's path, "" where it is not
+	// installed or cannot make its namespaces, and go-landlock's
+	// landlock-restrict, built from the module this one requires.
+	bwrap, restrict string
 
 	out    table
 	missed int
@@ -161,7 +162,7 @@ type userWorld struct {
 	cred                            *syscall.Credential
 	dir, home, ws                   string
 	launcher, floor, pmin, restrict string
-	plan                  string // what check --landlock says, as the user
+	plan                            string // what check --landlock says, as the user
 }
 
 // newUserWorld makes b.user under /var/tmp, its HOME and workspace the
