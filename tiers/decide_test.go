@@ -195,6 +195,49 @@ prompt_paths = ["/gone/x/**"]
 	}
 }
 
+// TestUnusedConcurrent: Unused is found at its first call, not by
+// Compile; callers that share a Matcher (Decide's are concurrent) get the
+// one answer, and Overrides leaves out the same rules.
+func TestUnusedConcurrent(t *testing.T) {
+	doc := `
+[file_policy]
+read_paths = ["/srv/**", "/dup/**"]
+write_paths = ["/dup/**"]
+deny_paths = ["/gone/**"]
+prompt_paths = ["/gone/x/**", "/srv/ask/**"]
+`
+	text := func(us []Unused) string {
+		var b strings.Builder
+		for _, u := range us {
+			fmt.Fprintf(&b, "%s (by %s); ", u.Rule.Pattern, u.By.Pattern)
+		}
+		return b.String()
+	}
+	want := text(compileTOML(t, doc).Unused())
+	m := compileTOML(t, doc)
+	var wg sync.WaitGroup
+	got := make([]string, 8)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				m.Overrides()
+			}
+			got[i] = text(m.Unused())
+		}()
+	}
+	wg.Wait()
+	for i, g := range got {
+		if g != want {
+			t.Errorf("caller %d: Unused() = %s, want %s", i, g, want)
+		}
+	}
+	if want != "/gone/x/** (by /gone/**); /dup/** (by /dup/**); " {
+		t.Errorf("Unused() = %s, want /dup/** and /gone/x/**", want)
+	}
+}
+
 func TestBuiltinDenylist(t *testing.T) {
 	m := compileTOML(t, `
 [file_policy]
