@@ -26,6 +26,22 @@ type Cache interface {
 	Put(key string, value []byte)
 }
 
+// A Voucher is a Cache that remembers which of its entries were validated:
+// Vouched reports whether the entry Get returned for key is, unchanged, one
+// that validated before (in an earlier process), and Validated records that
+// it did. A vouched entry's structure (every count and length) is checked
+// still, but not each cell of its transition tables: that reads every page
+// of the entry, about a millisecond of a launch for the built-in rules on
+// the machine the start-up target is measured on. What the validation
+// guards against is an entry damaged where it is stored (the cache is
+// trusted like the policy file: checked for consistency, not
+// authenticity), so a Voucher must vouch only for an entry that cannot
+// have changed since it validated.
+type Voucher interface {
+	Vouched(key string) bool
+	Validated(key string)
+}
+
 // CompileCached is Compile with the automata taken from c when an entry for
 // exactly these patterns exists, and stored in c otherwise. An entry that
 // fails to decode or to validate is ignored (and replaced).
@@ -262,8 +278,10 @@ var errBadCache = errors.New("tiers: cache entry does not fit")
 
 // decodeParts decodes and validates a cache entry for a matcher with
 // nalts alternatives in groups: every index must be in range, so that a
-// damaged entry can make Decide neither panic nor read another rule.
-func decodeParts(data []byte, groups [2][]int32) (parts []part, nflat int, err error) {
+// damaged entry can make Decide neither panic nor read another rule. With
+// vouched (Voucher), the cells of the transition and accept tables are
+// taken as they validated before.
+func decodeParts(data []byte, groups [2][]int32, vouched bool) (parts []part, nflat int, err error) {
 	defer func() {
 		if recover() != nil {
 			parts, nflat, err = nil, 0, errBadCache
@@ -286,7 +304,7 @@ func decodeParts(data []byte, groups [2][]int32) (parts []part, nflat int, err e
 		} else {
 			deepIDs = append(deepIDs, wp.IDs...)
 		}
-		a, err := wp.A.automaton()
+		a, err := wp.A.automaton(vouched)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -317,7 +335,7 @@ func equalIDs(a, b []int32) bool {
 	return true
 }
 
-func (w *wireAutomaton) automaton() (*automaton, error) {
+func (w *wireAutomaton) automaton(vouched bool) (*automaton, error) {
 	if w.Ncls < 1 || w.Ncls > 1<<16-1 || int(w.Slash) >= w.Ncls || len(w.ASCII) != len(automaton{}.ascii) ||
 		len(w.HiLo) != len(w.HiCls) || w.Nstates < 1 || len(w.Accepts) != w.Nstates {
 		return nil, errBadCache
@@ -326,10 +344,17 @@ func (w *wireAutomaton) automaton() (*automaton, error) {
 	if uint64(len(w.Trans)) != uint64(w.Nstates)*width {
 		return nil, errBadCache
 	}
+	total := uint64(len(w.Trans))
+	if vouched {
+		if w.Start < 1 || uint64(w.Start)-1 >= total || (uint64(w.Start)-1)%width != 0 ||
+			w.SinkFrom < 1 || uint64(w.SinkFrom-1) > total || !w.smallTablesValid() {
+			return nil, errBadCache
+		}
+		return w.build(), nil
+	}
 	// A state is named by the offset of its row's second cell: valid has
 	// bit off-1 set for each (a bit test per cell, where a division per
 	// cell cost most of a launch's decoding).
-	total := uint64(len(w.Trans))
 	valid := make([]uint64, (total+63)/64)
 	for o := uint64(0); o < total; o += width {
 		valid[o>>6] |= 1 << (o & 63)
@@ -348,15 +373,8 @@ func (w *wireAutomaton) automaton() (*automaton, error) {
 			}
 		}
 	}
-	for _, c := range w.ASCII {
-		if int(c) >= w.Ncls {
-			return nil, errBadCache
-		}
-	}
-	for _, c := range w.HiCls {
-		if int(c) >= w.Ncls {
-			return nil, errBadCache
-		}
+	if !w.smallTablesValid() {
+		return nil, errBadCache
 	}
 	for _, acc := range w.Accepts {
 		if int(acc) >= len(w.Sets) {
@@ -366,8 +384,28 @@ func (w *wireAutomaton) automaton() (*automaton, error) {
 	if !validState(w.Start) || w.SinkFrom < 1 || uint64(w.SinkFrom-1) > uint64(len(w.Trans)) {
 		return nil, errBadCache
 	}
+	return w.build(), nil
+}
+
+// smallTablesValid checks the character-class tables: each class in range.
+func (w *wireAutomaton) smallTablesValid() bool {
+	for _, c := range w.ASCII {
+		if int(c) >= w.Ncls {
+			return false
+		}
+	}
+	for _, c := range w.HiCls {
+		if int(c) >= w.Ncls {
+			return false
+		}
+	}
+	return true
+}
+
+// build makes the automaton of w, its tables in place.
+func (w *wireAutomaton) build() *automaton {
 	a := &automaton{ncls: w.Ncls, slash: w.Slash, hiLo: w.HiLo, hiCls: w.HiCls, trans: w.Trans,
 		start: w.Start, sinkFrom: w.SinkFrom, accepts: w.Accepts, sets: w.Sets, nstates: w.Nstates, nfaNodes: w.NFANodes}
 	copy(a.ascii[:], w.ASCII)
-	return a, nil
+	return a
 }

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -80,4 +81,85 @@ func sameDecisions(t *testing.T, doc string, want, got *Matcher, pathSpec []byte
 		t.Fatalf("stats differ: %+v vs %+v", want.Stats(), got.Stats())
 	}
 	_ = rules.Deny
+}
+
+// voucherCache is a mapCache that vouches for the keys in vouched and
+// records the keys it was told validated.
+type voucherCache struct {
+	mapCache
+	vouched   map[string]bool
+	validated []string
+}
+
+func (c *voucherCache) Vouched(k string) bool { return c.vouched[k] }
+func (c *voucherCache) Validated(k string)    { c.validated = append(c.validated, k) }
+
+// TestCompileCachedVouched: an entry that validated is reported to a
+// Voucher once; a vouched entry decides as a fresh matcher does, its
+// structure still checked but not its cells. So a Voucher must vouch only
+// for an entry that cannot have changed: a cell damaged after the entry
+// validated is taken as it is (the entry is not compiled again), while the
+// same damage in an entry not vouched for is caught.
+func TestCompileCachedVouched(t *testing.T) {
+	doc := `
+[file_policy]
+presets = ["system"]
+write_paths = ["<workspace>/**"]
+prompt_paths = ["~/notes/**"]
+`
+	fresh := cachedMatcher(t, doc)
+	p := fresh.Policy()
+	c := &voucherCache{mapCache: mapCache{m: map[string][]byte{}}, vouched: map[string]bool{}}
+	if _, err := CompileCached(p, c); err != nil || c.puts != 1 || len(c.validated) != 0 {
+		t.Fatalf("miss: %v, %d puts, validated %q (a fresh entry needs no validation)", err, c.puts, c.validated)
+	}
+	var key string
+	for k := range c.m {
+		key = k
+	}
+	hit, err := CompileCached(p, c)
+	if err != nil || c.puts != 1 || len(c.validated) != 1 || c.validated[0] != key {
+		t.Fatalf("hit: %v, %d puts, validated %q; want %q once", err, c.puts, c.validated, key)
+	}
+	sameDecisions(t, doc, fresh, hit, []byte("a/b"))
+	c.vouched[key] = true
+	vouched, err := CompileCached(p, c)
+	if err != nil || c.puts != 1 || len(c.validated) != 1 {
+		t.Fatalf("vouched: %v, %d puts, validated %q; want no compile and no second validation", err, c.puts, c.validated)
+	}
+	sameDecisions(t, doc, fresh, vouched, []byte("a/b"))
+
+	// A transition cell that names no state.
+	good := c.m[key]
+	bad := append([]byte(nil), good...)
+	w, err := decodeWire(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Parts[0].A.Trans[1] = 0xfffffff0 // in place: the tables alias the entry
+	if bytes.Equal(bad, good) {
+		t.Fatal("the damage did not reach the entry")
+	}
+	c.m[key] = bad
+	if _, err := CompileCached(p, c); err != nil || c.puts != 1 {
+		t.Fatalf("vouched, damaged cell: %v, %d puts; want the entry taken as vouched for", err, c.puts)
+	}
+	c.vouched[key] = false
+	c.m[key] = bad
+	m, err := CompileCached(p, c)
+	if err != nil || c.puts != 2 {
+		t.Fatalf("not vouched, damaged cell: %v, %d puts; want the entry refused and compiled again", err, c.puts)
+	}
+	sameDecisions(t, doc, fresh, m, []byte("a/b"))
+	// Damage to the structure is caught, vouched or not.
+	for _, v := range []bool{true, false} {
+		c.vouched[key] = v
+		c.m[key] = good[:len(good)/2]
+		puts := c.puts
+		m, err := CompileCached(p, c)
+		if err != nil || c.puts != puts+1 {
+			t.Fatalf("vouched %v, truncated: %v, %d puts; want it compiled again", v, err, c.puts-puts)
+		}
+		sameDecisions(t, doc, fresh, m, []byte("a/b"))
+	}
 }

@@ -147,8 +147,13 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	if cache != nil {
 		key = cacheKey(m, groups)
 		if data, ok := cache.Get(key); ok {
-			if parts, nflat, err := decodeParts(data, groups); err == nil {
+			v, _ := cache.(Voucher)
+			vouched := v != nil && v.Vouched(key)
+			if parts, nflat, err := decodeParts(data, groups, vouched); err == nil {
 				m.parts, m.nflat = parts, nflat
+				if v != nil && !vouched {
+					v.Validated(key)
+				}
 			}
 		}
 	}

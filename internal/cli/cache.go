@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -56,33 +58,34 @@ func ownedPrivate(st *unix.Stat_t, typ uint32) bool {
 func (d entryDir) close() { d.f.Close() }
 
 // open opens the entry name for reading: a regular file with one link,
-// this user's, no one else's to write, of at most max bytes.
-func (d entryDir) open(name string, max int64) (*os.File, int64, bool) {
+// this user's, no one else's to write, of at most max bytes; and returns
+// its status.
+func (d entryDir) open(name string, max int64) (*os.File, unix.Stat_t, bool) {
+	var st unix.Stat_t
 	if !validEntryName(name) {
-		return nil, 0, false
+		return nil, st, false
 	}
 	fd, err := unix.Openat(int(d.f.Fd()), name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, 0, false
+		return nil, st, false
 	}
-	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || !ownedPrivate(&st, unix.S_IFREG) || st.Nlink != 1 || st.Size > max || st.Size == 0 {
 		unix.Close(fd)
-		return nil, 0, false
+		return nil, st, false
 	}
-	return os.NewFile(uintptr(fd), filepath.Join(d.f.Name(), name)), st.Size, true
+	return os.NewFile(uintptr(fd), filepath.Join(d.f.Name(), name)), st, true
 }
 
 // read returns the content of the entry name (open's checks).
 func (d entryDir) read(name string, max int64) ([]byte, bool) {
-	f, size, ok := d.open(name, max)
+	f, st, ok := d.open(name, max)
 	if !ok {
 		return nil, false
 	}
 	defer f.Close()
-	b := make([]byte, size)
+	b := make([]byte, st.Size)
 	n, err := f.ReadAt(b, 0)
-	if err != nil || int64(n) != size {
+	if err != nil || int64(n) != st.Size {
 		return nil, false
 	}
 	return b, true
@@ -163,8 +166,60 @@ func validEntryName(name string) bool {
 }
 
 // fileCache is the compiled-automata cache (tiers.Cache) in the launcher's
-// state directory.
-type fileCache struct{ dir string }
+// state directory. It vouches (tiers.Voucher) for an entry that validated
+// before and has not changed since: the validation marks the file itself
+// (vouchXattr) with its inode, size and modification time, once that time
+// lies vouchSettle in the past. Writing the file changes its modification
+// time, and replacing it (as Put does) its inode; the mark is set only on a
+// settled time, so a write in the same tick of the clock as the one before
+// it cannot leave the time as the mark has it. Only a process that can set
+// a file's times back (the operator's; the built-in denylist keeps agents
+// out of the state directory) could keep a changed entry vouched for, and
+// it could as well change the policy. Where the file system keeps no user
+// extended attributes, every load validates, as before.
+type fileCache struct {
+	dir string
+	mu  sync.Mutex
+	got map[string]entryStamp // per key, the entry Get returned
+}
+
+func newFileCache(dir string) *fileCache {
+	return &fileCache{dir: dir, got: map[string]entryStamp{}}
+}
+
+// entryStamp identifies the content of an entry as Get read it, and says
+// whether its mark vouched for it.
+type entryStamp struct {
+	ino         uint64
+	size, mtime int64
+	vouched     bool
+}
+
+// vouchXattr is the mark of an entry that validated; vouchSettle how long
+// before the validation the entry must have last been written.
+const (
+	vouchXattr  = "user.agent-launcher.vouched"
+	vouchFormat = "v1"
+)
+
+var vouchSettle = 2 * time.Second
+
+func stampOf(st *unix.Stat_t) entryStamp {
+	return entryStamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+}
+
+// mark is the mark's value for an entry of stamp s.
+func (s entryStamp) mark() string {
+	return fmt.Sprintf("%s %d %d %d", vouchFormat, s.ino, s.size, s.mtime)
+}
+
+// marked reports whether f, an entry of stamp s, carries the mark of s.
+func marked(f *os.File, s entryStamp) bool {
+	want := s.mark()
+	buf := make([]byte, len(want)+1)
+	n, err := unix.Fgetxattr(int(f.Fd()), vouchXattr, buf)
+	return err == nil && string(buf[:n]) == want
+}
 
 // maxCacheEntries bounds the cache; the least recently written go first.
 const maxCacheEntries = 16
@@ -172,17 +227,18 @@ const maxCacheEntries = 16
 // maxCacheEntry bounds one entry read back.
 const maxCacheEntry = 64 << 20
 
-func (c fileCache) Get(key string) ([]byte, bool) {
+func (c *fileCache) Get(key string) ([]byte, bool) {
 	d, err := openEntryDir(c.dir, false)
 	if err != nil {
 		return nil, false
 	}
 	defer d.close()
-	f, size, ok := d.open(key, maxCacheEntry)
+	f, st, ok := d.open(key, maxCacheEntry)
 	if !ok {
 		return nil, false
 	}
 	defer f.Close()
+	size := st.Size
 	// Mapped, not read: the entry's tables are used in place (tiers.Cache).
 	// The mapping lives as long as the process. Populated at once: the
 	// load validates every byte, and one mmap that maps every page costs
@@ -193,7 +249,46 @@ func (c fileCache) Get(key string) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
+	s := stampOf(&st)
+	s.vouched = marked(f, s)
+	c.mu.Lock()
+	c.got[key] = s
+	c.mu.Unlock()
 	return b, true
 }
 
-func (c fileCache) Put(key string, value []byte) { storeEntry(c.dir, key, value, maxCacheEntries) }
+func (c *fileCache) Put(key string, value []byte) { storeEntry(c.dir, key, value, maxCacheEntries) }
+
+// Vouched reports whether the entry Get returned for key carried the mark
+// of its inode, size and modification time.
+func (c *fileCache) Vouched(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got[key].vouched
+}
+
+// Validated marks the entry Get returned for key, if it is still that file
+// and was last written vouchSettle or more ago. Failures are silent: the
+// next load validates again.
+func (c *fileCache) Validated(key string) {
+	c.mu.Lock()
+	s, ok := c.got[key]
+	c.mu.Unlock()
+	if !ok || s.mtime > time.Now().Add(-vouchSettle).UnixNano() {
+		return
+	}
+	d, err := openEntryDir(c.dir, false)
+	if err != nil {
+		return
+	}
+	defer d.close()
+	f, st, ok := d.open(key, maxCacheEntry)
+	if !ok {
+		return
+	}
+	defer f.Close()
+	if s.vouched = false; stampOf(&st) != s {
+		return // replaced or written since Get
+	}
+	unix.Fsetxattr(int(f.Fd()), vouchXattr, []byte(s.mark()), 0)
+}

@@ -336,7 +336,7 @@ func (e *env) load(agent string) (*compiled, error) {
 	}
 	// The compiled automata are cached in the state directory: compiling
 	// the built-in rules costs more than the rest of a launch.
-	var cache tiers.Cache = fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")}
+	var cache tiers.Cache = newFileCache(filepath.Join(e.launcher.StateDir, "cache"))
 	m, err := tiers.CompileCached(pol, cache)
 	if err != nil {
 		return nil, err

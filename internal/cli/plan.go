@@ -219,7 +219,7 @@ func (e *env) planFloorOn(base landlock.FS, p *compiled, abi int, canary string)
 		if added == 0 {
 			continue // only the floor's policy changed
 		}
-		whole, err := tiers.CompileCached(p.pol, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+		whole, err := tiers.CompileCached(p.pol, newFileCache(filepath.Join(e.launcher.StateDir, "cache")))
 		if err != nil {
 			return nil, p, notes, false, err
 		}
@@ -240,7 +240,7 @@ func (e *env) compileFloor(fsys landlock.FS, p *compiled, unbound []landlock.Unb
 	if e.view == nil && len(sealed) == 0 {
 		return p.m, nil, nil
 	}
-	m, err := tiers.CompileCached(q, fileCache{dir: filepath.Join(e.launcher.StateDir, "cache")})
+	m, err := tiers.CompileCached(q, newFileCache(filepath.Join(e.launcher.StateDir, "cache")))
 	return m, sealed, err
 }
 

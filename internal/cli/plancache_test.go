@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"github.com/agent-launcher/agent-launcher/rules"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/agent-launcher/agent-launcher/landlock"
 	"github.com/agent-launcher/agent-launcher/tiers"
@@ -274,10 +277,139 @@ func TestPlanCacheNoSymlinks(t *testing.T) {
 	}
 }
 
+// TestFileCacheVouch: an automata entry that validated is marked, once it
+// was last written vouchSettle ago, and the next load takes it as it is;
+// a write to it (its time), a copy (its inode) or a mark made too soon
+// leaves it to be validated again, and a damaged cell is then caught. The
+// control shows that the mark is what decides: the same damage with a
+// mark that matches is taken as it is.
+func TestFileCacheVouch(t *testing.T) {
+	home := t.TempDir()
+	pol, err := rules.Load(rules.Options{Home: home, Workspace: filepath.Join(home, "ws")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "cache")
+	defer func(d time.Duration) { vouchSettle = d }(vouchSettle)
+	vouchSettle = 0
+	load := func() (*fileCache, string) {
+		t.Helper()
+		c := newFileCache(dir)
+		if _, err := tiers.CompileCached(pol, c); err != nil {
+			t.Fatal(err)
+		}
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 {
+			t.Fatalf("%d cache entries, want 1", len(ents))
+		}
+		return c, filepath.Join(dir, ents[0].Name())
+	}
+	mark := func(path string) string {
+		buf := make([]byte, 256)
+		n, err := unix.Getxattr(path, vouchXattr, buf)
+		if err != nil {
+			return ""
+		}
+		return string(buf[:n])
+	}
+	ino := func(path string) uint64 {
+		var st unix.Stat_t
+		if err := unix.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	c, entry := load() // compiled and kept: nothing to validate
+	key := filepath.Base(entry)
+	if _, ok := c.got[key]; ok || mark(entry) != "" {
+		t.Fatalf("a fresh entry was read back or marked: %q", mark(entry))
+	}
+	c, entry = load() // read back, validated, marked
+	if c.got[key].vouched || mark(entry) == "" {
+		t.Fatalf("first read: vouched %v, mark %q; want not vouched, then marked", c.got[key].vouched, mark(entry))
+	}
+	c, entry = load()
+	if !c.got[key].vouched {
+		t.Fatalf("second read: not vouched for (mark %q)", mark(entry))
+	}
+
+	// Written in place, the same bytes: the time moves, the mark no longer
+	// matches.
+	good, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(entry, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = load(); c.got[key].vouched {
+		t.Fatalf("vouched for after a write")
+	}
+	// A copy with the mark: another inode.
+	if c, _ = load(); !c.got[key].vouched {
+		t.Fatalf("control: not vouched for once validated again")
+	}
+	m := mark(entry)
+	cp := entry + ".copy"
+	if err := os.WriteFile(cp, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(cp, vouchXattr, []byte(m), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cp, entry); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ = load(); c.got[key].vouched {
+		t.Fatalf("a copy that carries the mark was vouched for")
+	}
+
+	// A damaged transition cell, written in place: validated again, refused
+	// and compiled anew (a new file). The control: the same damage with a
+	// mark that matches the file is taken as it is.
+	damage := func() {
+		t.Helper()
+		b := append([]byte(nil), good...)
+		b[len(b)/2] ^= 0x5a // inside the first transition table
+		time.Sleep(10 * time.Millisecond)
+		if err := os.WriteFile(entry, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	damage()
+	before := ino(entry)
+	if c, entry = load(); c.got[key].vouched || ino(entry) == before {
+		t.Fatalf("a damaged entry was vouched for (%v) or kept (inode %d, was %d)", c.got[key].vouched, ino(entry), before)
+	}
+	good, _ = os.ReadFile(entry)
+	damage()
+	var st unix.Stat_t
+	if err := unix.Stat(entry, &st); err != nil {
+		t.Fatal(err)
+	}
+	s := stampOf(&st)
+	if err := unix.Setxattr(entry, vouchXattr, []byte(s.mark()), 0); err != nil {
+		t.Fatal(err)
+	}
+	before = ino(entry)
+	if c, entry = load(); !c.got[key].vouched || ino(entry) != before {
+		t.Fatalf("control: a matching mark was not what decided (vouched %v, inode %d, was %d)", c.got[key].vouched, ino(entry), before)
+	}
+
+	// Marked only once the entry's last write is vouchSettle old.
+	os.RemoveAll(dir)
+	vouchSettle = time.Hour
+	load()
+	if c, entry = load(); c.got[key].vouched || mark(entry) != "" {
+		t.Fatalf("an entry written just now was marked: %q", mark(entry))
+	}
+}
+
 // The automata cache is read as carefully: no symlink, no second link.
 func TestFileCacheChecks(t *testing.T) {
 	dir := t.TempDir()
-	c := fileCache{dir: dir}
+	c := newFileCache(dir)
 	c.Put("k", []byte("value"))
 	if b, ok := c.Get("k"); !ok || string(b) != "value" {
 		t.Fatalf("control: Get after Put: %q %v", b, ok)
