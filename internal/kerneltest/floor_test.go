@@ -131,6 +131,74 @@ func TestSignals(t *testing.T) {
 	}
 }
 
+// TestSignalDuringStartUp: a Ctrl-C (SIGINT) or SIGTERM that comes while
+// run is starting, before its agent does, is not lost: either nothing runs
+// (the launcher ends by the signal) or the agent gets it as it starts, as
+// any signal later. The agent must not run on as though nothing was asked
+// (it did: run caught the signal and dropped it). The start is made slow,
+// no kept plan and a workspace of 4,000 files to plan and review, so that
+// the signal comes first; the control, the same start unsignalled, gets its
+// agent started.
+func TestSignalDuringStartUp(t *testing.T) {
+	s := newSandbox(t, standard)
+	for i := range 40 {
+		for j := range 100 {
+			s.write(fmt.Sprintf("home/proj/d%d/f%d", i, j), "x")
+		}
+	}
+	start := func(name string) (*exec.Cmd, string, string) {
+		started, finished := s.ws+"/started-"+name, s.ws+"/finished-"+name
+		cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+			"/bin/sh", "-c", "touch "+started+"; sleep 20; touch "+finished)
+		cmd.Env = append(s.env(), "AGENT_LAUNCHER_PLAN_CACHE=0")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, started, finished
+	}
+	cmd, started, _ := start("control")
+	if !waitFile(started) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("control: the agent never started")
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		cmd, started, finished := start(strconv.Itoa(int(sig)))
+		time.Sleep(25 * time.Millisecond)
+		if _, err := os.Stat(started); err == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%s: the agent started within 25 ms; the start-up was not slow enough to test this", sig)
+		}
+		cmd.Process.Signal(sig)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+			t.Errorf("%s during start-up: the agent ran on (started: %v)", sig, exists(started))
+			continue
+		}
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !(ws.Signaled() && ws.Signal() == sig) && ws.ExitStatus() != 128+int(sig) {
+			t.Errorf("%s during start-up: %v; want the launcher ended by it or exit %d", sig, cmd.ProcessState, 128+int(sig))
+		}
+		if exists(finished) {
+			t.Errorf("%s during start-up: the agent finished", sig)
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // TestBlockedSignalsStayBlocked: the signals blocked where run was
 // started (a caller's mask, here SIGUSR1 and real-time signal 40) are
 // blocked for the agent too, exactly those, with the view (the
