@@ -13,9 +13,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/signal"
-	"slices"
-	"syscall"
 
 	"github.com/agent-launcher/agent-launcher/internal/cli"
 	"github.com/agent-launcher/agent-launcher/internal/launch"
@@ -24,19 +21,13 @@ import (
 func main() {
 	// Signals ignored where run was started stay ignored, for the
 	// launcher and its agent (nohup, a shell's background job); first,
-	// before the Go runtime's handlers for them can act.
-	ignored := launch.IgnoreInherited()
-	var stops []os.Signal
-	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
-		if !slices.Contains(ignored, s) {
-			stops = append(stops, s)
-		}
-	}
-	ctx, stop := context.Background(), func() {}
-	if len(stops) > 0 { // none would ask for every signal
-		ctx, stop = signal.NotifyContext(ctx, stops...)
-	}
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	// before the Go runtime's handlers for them can act. The others keep
+	// the runtime's default until run's session catches those it forwards
+	// (launch.Forwarded): an interrupt or a termination before then ends
+	// the launcher, and its init stage with it, before any of the agent
+	// runs; after, it is the agent's. (Caught here for a context that run
+	// never read, such a signal was lost, and the agent ran on:
+	// TestSignalDuringStartUp.)
+	launch.IgnoreInherited()
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
