@@ -416,26 +416,33 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
-	// The signals run forwards are caught from here on, after the
-	// configuration is written: one that comes from now until the agent
-	// starts is the agent's as it starts (the loop below), so a Ctrl-C
-	// during set-up stops it; one before ends the launcher, and the init
-	// stage with it, before any of the agent runs (cmd/agent-launcher).
-	// Each is a round trip to the runtime's signal thread (the first
-	// starts it), most of a millisecond for the seven on the machine the
-	// start-up is measured on, which the init stage spends building the
-	// view.
+	// The signals run forwards are caught from here on, on another
+	// goroutine, and in place before "go": one that comes from then until
+	// the agent starts is the agent's as it starts (the loop below), so a
+	// Ctrl-C during set-up stops it; one before ends the launcher, and
+	// the init stage with it, before any of the agent runs
+	// (cmd/agent-launcher). Each is a round trip to the runtime's signal
+	// thread (the first starts it), one to two milliseconds for the seven
+	// on the machine the start-up is measured on, which BeforeStart's
+	// questions and the init stage's view overlap.
 	sigs := make(chan os.Signal, 16)
-	for _, sig := range Forwarded {
-		// Not what the operator's shell ignored (IgnoreInherited); but a
-		// terminal's SIGWINCH still resizes the agent's pty, which
-		// forwards nothing (the kernel signals the pty's foreground group,
-		// with whatever disposition the agent has).
-		if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
-			signal.Notify(sigs, sig)
+	caught := make(chan struct{})
+	go func() {
+		defer close(caught)
+		for _, sig := range Forwarded {
+			// Not what the operator's shell ignored (IgnoreInherited); but
+			// a terminal's SIGWINCH still resizes the agent's pty, which
+			// forwards nothing (the kernel signals the pty's foreground
+			// group, with whatever disposition the agent has).
+			if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
+				signal.Notify(sigs, sig)
+			}
 		}
-	}
-	defer signal.Stop(sigs)
+	}()
+	defer func() {
+		<-caught
+		signal.Stop(sigs)
+	}()
 	// An init stage that failed already (a configuration it refused, a
 	// mount of the view) said so: the start without a view, or the error,
 	// follows at once, not after BeforeStart.
@@ -459,6 +466,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 			return 0, err
 		}
 	}
+	<-caught
 	if s.Ready != nil {
 		s.Ready(p.end)
 	}
