@@ -167,11 +167,16 @@ func TestSignalDuringStartUp(t *testing.T) {
 	cmd.Wait()
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		cmd, started, finished := start(strconv.Itoa(int(sig)))
-		time.Sleep(25 * time.Millisecond)
+		// Once the Go runtime runs (a second thread), and a little after:
+		// the launcher's main is loading the policy or planning.
+		for deadline := time.Now().Add(runTimeout); threads(cmd.Process.Pid) < 2 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(3 * time.Millisecond)
 		if _, err := os.Stat(started); err == nil {
 			cmd.Process.Kill()
 			cmd.Wait()
-			t.Fatalf("%s: the agent started within 25 ms; the start-up was not slow enough to test this", sig)
+			t.Fatalf("%s: the agent started 3 ms after the launcher's runtime did; the start-up was not slow enough to test this", sig)
 		}
 		cmd.Process.Signal(sig)
 		done := make(chan error, 1)
@@ -192,6 +197,12 @@ func TestSignalDuringStartUp(t *testing.T) {
 			t.Errorf("%s during start-up: the agent finished", sig)
 		}
 	}
+}
+
+// threads is the number of threads of process pid, 0 when it is gone.
+func threads(pid int) int {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	return len(ents)
 }
 
 func exists(path string) bool {
