@@ -35,8 +35,11 @@ type Cache interface {
 // the machine the start-up target is measured on. What the validation
 // guards against is an entry damaged where it is stored (the cache is
 // trusted like the policy file: checked for consistency, not
-// authenticity), so a Voucher must vouch only for an entry that cannot
-// have changed since it validated.
+// authenticity): cells it refuses would make Decide panic, or decide by
+// another rule (cells it accepts can do that too). So a Voucher must vouch
+// only for an entry that cannot have changed since it validated, and must
+// not vouch again for one that a process using it ended in a panic
+// (internal/cli's file cache takes its mark off while the entry is in use).
 type Voucher interface {
 	Vouched(key string) bool
 	Validated(key string)
@@ -278,9 +281,9 @@ var errBadCache = errors.New("tiers: cache entry does not fit")
 
 // decodeParts decodes and validates a cache entry for a matcher with
 // nalts alternatives in groups: every index must be in range, so that a
-// damaged entry can make Decide neither panic nor read another rule. With
-// vouched (Voucher), the cells of the transition and accept tables are
-// taken as they validated before.
+// damaged entry cannot make Decide panic or take an accept set of another
+// automaton. With vouched (Voucher), the cells of the transition and
+// accept tables are taken as they validated before.
 func decodeParts(data []byte, groups [2][]int32, vouched bool) (parts []part, nflat int, err error) {
 	defer func() {
 		if recover() != nil {

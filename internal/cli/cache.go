@@ -168,14 +168,23 @@ func validEntryName(name string) bool {
 // fileCache is the compiled-automata cache (tiers.Cache) in the launcher's
 // state directory. It vouches (tiers.Voucher) for an entry that validated
 // before and has not changed since: the validation marks the file itself
-// (vouchXattr) with its inode, size and modification time, once that time
-// lies vouchSettle in the past. Writing the file changes its modification
-// time, and replacing it (as Put does) its inode; the mark is set only on a
-// settled time, so a write in the same tick of the clock as the one before
-// it cannot leave the time as the mark has it. Only a process that can set
-// a file's times back (the operator's; the built-in denylist keeps agents
-// out of the state directory) could keep a changed entry vouched for, and
-// it could as well change the policy. Where the file system keeps no user
+// (vouchXattr) with its device, inode, size and modification time, once
+// that time lies vouchSettle in the past. Writing the file changes its
+// modification time, and replacing it (as Put does) its inode; the mark is
+// set only on a settled time, so a write in the same tick of the clock as
+// the one before it cannot leave the time as the mark has it. Only a
+// process that can set a file's times back (the operator's; the built-in
+// denylist keeps agents out of the state directory) could keep a changed
+// entry vouched for, and it could as well change the policy.
+//
+// What no stamp shows is damage where the file is stored (a bad sector, a
+// torn page): the cells the validation would have refused can then make
+// Decide panic, or decide wrongly (as cells that validate can). So a load
+// takes the mark off as it takes the entry as vouched for, and the process
+// puts it back only once its command has ended without a panic
+// (reaffirmVouches, from Main): an entry that made a launcher panic is
+// validated in full by the next one, refused, and compiled anew, rather
+// than taken again at every launch. Where the file system keeps no user
 // extended attributes, every load validates, as before.
 type fileCache struct {
 	dir string
@@ -190,7 +199,7 @@ func newFileCache(dir string) *fileCache {
 // entryStamp identifies the content of an entry as Get read it, and says
 // whether its mark vouched for it.
 type entryStamp struct {
-	ino         uint64
+	dev, ino    uint64
 	size, mtime int64
 	vouched     bool
 }
@@ -205,12 +214,60 @@ const (
 var vouchSettle = 2 * time.Second
 
 func stampOf(st *unix.Stat_t) entryStamp {
-	return entryStamp{ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
+	return entryStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano()}
 }
 
 // mark is the mark's value for an entry of stamp s.
 func (s entryStamp) mark() string {
-	return fmt.Sprintf("%s %d %d %d", vouchFormat, s.ino, s.size, s.mtime)
+	return fmt.Sprintf("%s %d %d %d %d", vouchFormat, s.dev, s.ino, s.size, s.mtime)
+}
+
+// same reports whether s and t stamp the same content.
+func (s entryStamp) same(t entryStamp) bool {
+	return s.dev == t.dev && s.ino == t.ino && s.size == t.size && s.mtime == t.mtime
+}
+
+// taken lists the entries this process took as vouched for, their marks
+// off until reaffirmVouches puts them back.
+var taken struct {
+	sync.Mutex
+	entries []takenEntry
+}
+
+type takenEntry struct {
+	dir, key string
+	stamp    entryStamp
+}
+
+// reaffirmVouches puts back the marks this process took off, on each entry
+// that is still the file it took (Main calls it once the command ended
+// without a panic). Failures are silent: the next load validates again.
+func reaffirmVouches() {
+	taken.Lock()
+	entries := taken.entries
+	taken.entries = nil
+	taken.Unlock()
+	for _, t := range entries {
+		markEntry(t.dir, t.key, t.stamp)
+	}
+}
+
+// markEntry marks the entry key in dir with stamp s when it is still that
+// file.
+func markEntry(dir, key string, s entryStamp) {
+	d, err := openEntryDir(dir, false)
+	if err != nil {
+		return
+	}
+	defer d.close()
+	f, st, ok := d.open(key, maxCacheEntry)
+	if !ok {
+		return
+	}
+	defer f.Close()
+	if stampOf(&st).same(s) {
+		unix.Fsetxattr(int(f.Fd()), vouchXattr, []byte(s.mark()), 0)
+	}
 }
 
 // marked reports whether f, an entry of stamp s, carries the mark of s.
@@ -240,17 +297,30 @@ func (c *fileCache) Get(key string) ([]byte, bool) {
 	defer f.Close()
 	size := st.Size
 	// Mapped, not read: the entry's tables are used in place (tiers.Cache).
-	// The mapping lives as long as the process. Populated at once: the
-	// load validates every byte, and one mmap that maps every page costs
-	// less than a fault per 64 KiB (fault-around) while the init stage
-	// starts beside it; the load took 6.7-7.8 ms without, 4.2-4.7 with
-	// (docs/design-amendments.md, the ninth pass).
+	// The mapping lives as long as the process. Populated at once: a load
+	// that validates reads every byte, and one mmap that maps every page
+	// costs less than a fault per 64 KiB (fault-around) while the init
+	// stage starts beside it; the load took 6.7-7.8 ms without, 4.2-4.7
+	// with (docs/design-amendments.md, the ninth pass). A vouched-for
+	// entry is read only where matching goes; populating it anyway
+	// measured the same (the fourteenth pass).
 	b, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_PRIVATE|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, false
 	}
 	s := stampOf(&st)
-	s.vouched = marked(f, s)
+	if marked(f, s) {
+		// Taken off until the command ends (reaffirmVouches), and vouched
+		// for only if the file did not change while it was mapped.
+		unix.Fremovexattr(int(f.Fd()), vouchXattr)
+		var now unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &now) == nil && stampOf(&now).same(s) {
+			s.vouched = true
+			taken.Lock()
+			taken.entries = append(taken.entries, takenEntry{c.dir, key, s})
+			taken.Unlock()
+		}
+	}
 	c.mu.Lock()
 	c.got[key] = s
 	c.mu.Unlock()
@@ -274,21 +344,7 @@ func (c *fileCache) Validated(key string) {
 	c.mu.Lock()
 	s, ok := c.got[key]
 	c.mu.Unlock()
-	if !ok || s.mtime > time.Now().Add(-vouchSettle).UnixNano() {
-		return
+	if ok && s.mtime <= time.Now().Add(-vouchSettle).UnixNano() {
+		markEntry(c.dir, key, s)
 	}
-	d, err := openEntryDir(c.dir, false)
-	if err != nil {
-		return
-	}
-	defer d.close()
-	f, st, ok := d.open(key, maxCacheEntry)
-	if !ok {
-		return
-	}
-	defer f.Close()
-	if s.vouched = false; stampOf(&st) != s {
-		return // replaced or written since Get
-	}
-	unix.Fsetxattr(int(f.Fd()), vouchXattr, []byte(s.mark()), 0)
 }

@@ -41,6 +41,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitFailure
 	}
 	name, rest := args[0], args[1:]
+	code := c.command(name, rest)
+	// Here without a panic: the kept automata this process took as
+	// vouched for are marked so again (cache.go).
+	reaffirmVouches()
+	return code
+}
+
+// command runs the command name with its arguments.
+func (c *command) command(name string, rest []string) int {
 	switch name {
 	case "version", "--version":
 		return c.version(rest)
@@ -55,7 +64,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "review":
 		return c.review(rest)
 	case "help", "-h", "-help", "--help":
-		c.usage(stdout)
+		c.usage(c.stdout)
 		return ExitOK
 	}
 	msg := fmt.Sprintf("unknown command %q", name)

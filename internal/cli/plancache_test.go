@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"github.com/agent-launcher/agent-launcher/rules"
 	"golang.org/x/sys/unix"
 	"os"
@@ -278,11 +279,14 @@ func TestPlanCacheNoSymlinks(t *testing.T) {
 }
 
 // TestFileCacheVouch: an automata entry that validated is marked, once it
-// was last written vouchSettle ago, and the next load takes it as it is;
-// a write to it (its time), a copy (its inode) or a mark made too soon
-// leaves it to be validated again, and a damaged cell is then caught. The
-// control shows that the mark is what decides: the same damage with a
-// mark that matches is taken as it is.
+// was last written vouchSettle ago, and the next load takes it as it is.
+// The load takes the mark off, and the mark is back only once the
+// process's command has ended without a panic (reaffirmVouches): after a
+// launch that died, the next validates in full. A write to the entry (its
+// time), a copy that keeps the time and the mark (its inode) or a mark made
+// too soon leaves it to be validated again, and a damaged cell is then
+// caught. The control shows that the mark is what decides: the same damage
+// with a mark that matches is taken as it is.
 func TestFileCacheVouch(t *testing.T) {
 	home := t.TempDir()
 	pol, err := rules.Load(rules.Options{Home: home, Workspace: filepath.Join(home, "ws")})
@@ -290,13 +294,28 @@ func TestFileCacheVouch(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "cache")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(dir, "user.agent-launcher.probe", []byte("1"), 0); errors.Is(err, unix.ENOTSUP) {
+		t.Skipf("%s keeps no user extended attributes: every load validates there", dir)
+	}
 	defer func(d time.Duration) { vouchSettle = d }(vouchSettle)
 	vouchSettle = 0
-	load := func() (*fileCache, string) {
+	// load loads as a launcher would, and ends as one that did not panic
+	// (ended) or as one that did.
+	load := func(ended bool) (*fileCache, string) {
 		t.Helper()
 		c := newFileCache(dir)
 		if _, err := tiers.CompileCached(pol, c); err != nil {
 			t.Fatal(err)
+		}
+		if ended {
+			reaffirmVouches()
+		} else {
+			taken.Lock()
+			taken.entries = nil
+			taken.Unlock()
 		}
 		ents, _ := os.ReadDir(dir)
 		if len(ents) != 1 {
@@ -312,25 +331,32 @@ func TestFileCacheVouch(t *testing.T) {
 		}
 		return string(buf[:n])
 	}
-	ino := func(path string) uint64 {
+	stat := func(path string) unix.Stat_t {
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err != nil {
 			t.Fatal(err)
 		}
-		return st.Ino
+		return st
 	}
-	c, entry := load() // compiled and kept: nothing to validate
+	c, entry := load(true) // compiled and kept: nothing to validate
 	key := filepath.Base(entry)
 	if _, ok := c.got[key]; ok || mark(entry) != "" {
 		t.Fatalf("a fresh entry was read back or marked: %q", mark(entry))
 	}
-	c, entry = load() // read back, validated, marked
+	c, entry = load(true) // read back, validated, marked
 	if c.got[key].vouched || mark(entry) == "" {
 		t.Fatalf("first read: vouched %v, mark %q; want not vouched, then marked", c.got[key].vouched, mark(entry))
 	}
-	c, entry = load()
-	if !c.got[key].vouched {
-		t.Fatalf("second read: not vouched for (mark %q)", mark(entry))
+	if c, entry = load(true); !c.got[key].vouched || mark(entry) == "" {
+		t.Fatalf("second read: vouched %v, mark %q after the command ended", c.got[key].vouched, mark(entry))
+	}
+	// A launch that died with the entry in use: no mark, so the next one
+	// validates (and marks again).
+	if c, entry = load(false); !c.got[key].vouched || mark(entry) != "" {
+		t.Fatalf("a launch that died: vouched %v, mark %q; want the mark off", c.got[key].vouched, mark(entry))
+	}
+	if c, entry = load(true); c.got[key].vouched || mark(entry) == "" {
+		t.Fatalf("after a launch that died: vouched %v, mark %q; want validated and marked", c.got[key].vouched, mark(entry))
 	}
 
 	// Written in place, the same bytes: the time moves, the mark no longer
@@ -343,14 +369,14 @@ func TestFileCacheVouch(t *testing.T) {
 	if err := os.WriteFile(entry, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ = load(); c.got[key].vouched {
+	if c, _ = load(true); c.got[key].vouched {
 		t.Fatalf("vouched for after a write")
 	}
-	// A copy with the mark: another inode.
-	if c, _ = load(); !c.got[key].vouched {
+	// A copy that keeps the time and the mark: another inode.
+	if c, _ = load(true); !c.got[key].vouched {
 		t.Fatalf("control: not vouched for once validated again")
 	}
-	m := mark(entry)
+	m, st := mark(entry), stat(entry)
 	cp := entry + ".copy"
 	if err := os.WriteFile(cp, good, 0o600); err != nil {
 		t.Fatal(err)
@@ -358,11 +384,18 @@ func TestFileCacheVouch(t *testing.T) {
 	if err := unix.Setxattr(cp, vouchXattr, []byte(m), 0); err != nil {
 		t.Fatal(err)
 	}
+	mtime := time.Unix(st.Mtim.Unix())
+	if err := os.Chtimes(cp, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Rename(cp, entry); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ = load(); c.got[key].vouched {
-		t.Fatalf("a copy that carries the mark was vouched for")
+	if now := stat(entry); now.Mtim != st.Mtim || now.Size != st.Size || now.Ino == st.Ino {
+		t.Fatalf("the copy: mtime %v size %d inode %d; want the original's time and size, another inode", now.Mtim, now.Size, now.Ino)
+	}
+	if c, _ = load(true); c.got[key].vouched {
+		t.Fatalf("a copy that carries the mark and the time was vouched for")
 	}
 
 	// A damaged transition cell, written in place: validated again, refused
@@ -371,37 +404,34 @@ func TestFileCacheVouch(t *testing.T) {
 	damage := func() {
 		t.Helper()
 		b := append([]byte(nil), good...)
-		b[len(b)/2] ^= 0x5a // inside the first transition table
+		b[len(b)/2] ^= 0x5a // inside a transition table
 		time.Sleep(10 * time.Millisecond)
 		if err := os.WriteFile(entry, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	damage()
-	before := ino(entry)
-	if c, entry = load(); c.got[key].vouched || ino(entry) == before {
-		t.Fatalf("a damaged entry was vouched for (%v) or kept (inode %d, was %d)", c.got[key].vouched, ino(entry), before)
+	before := stat(entry).Ino
+	if c, entry = load(true); c.got[key].vouched || stat(entry).Ino == before {
+		t.Fatalf("a damaged entry was vouched for (%v) or kept (inode %d, was %d)", c.got[key].vouched, stat(entry).Ino, before)
 	}
 	good, _ = os.ReadFile(entry)
 	damage()
-	var st unix.Stat_t
-	if err := unix.Stat(entry, &st); err != nil {
-		t.Fatal(err)
-	}
-	s := stampOf(&st)
+	now := stat(entry)
+	s := stampOf(&now)
 	if err := unix.Setxattr(entry, vouchXattr, []byte(s.mark()), 0); err != nil {
 		t.Fatal(err)
 	}
-	before = ino(entry)
-	if c, entry = load(); !c.got[key].vouched || ino(entry) != before {
-		t.Fatalf("control: a matching mark was not what decided (vouched %v, inode %d, was %d)", c.got[key].vouched, ino(entry), before)
+	before = stat(entry).Ino
+	if c, entry = load(false); !c.got[key].vouched || stat(entry).Ino != before {
+		t.Fatalf("control: a matching mark was not what decided (vouched %v, inode %d, was %d)", c.got[key].vouched, stat(entry).Ino, before)
 	}
 
 	// Marked only once the entry's last write is vouchSettle old.
 	os.RemoveAll(dir)
 	vouchSettle = time.Hour
-	load()
-	if c, entry = load(); c.got[key].vouched || mark(entry) != "" {
+	load(true)
+	if c, entry = load(true); c.got[key].vouched || mark(entry) != "" {
 		t.Fatalf("an entry written just now was marked: %q", mark(entry))
 	}
 }
