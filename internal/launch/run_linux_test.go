@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -98,6 +99,49 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 		case c.before != nil && (!errors.Is(err, stale) || statErr == nil):
 			t.Errorf("%s: %v, want the error; the agent's file: %v, want none", c.name, err, statErr)
 		}
+	}
+}
+
+// TestSignalBeforeAgentNotLost: a SIGINT the session caught before its
+// agent started, in a Run that then ends without starting it (BeforeStart
+// found the kept plan stale, and the caller would start again), is not
+// lost: Run reports it (InterruptedError), whatever else ended it, so that
+// run stops rather than starting the agent on a second attempt. The
+// control is TestBeforeStartErrorStopsAgent's: the same error, no signal.
+// The test catches SIGINT itself too, so that no timing can let it end
+// the test binary.
+func TestSignalBeforeAgentNotLost(t *testing.T) {
+	dir := t.TempDir()
+	canary := filepath.Join(dir, "canary")
+	writeCanary(t, canary)
+	out := filepath.Join(dir, "out")
+	sharedDir(t, out)
+	null := devNull(t)
+	stale := errors.New("the kept plan no longer holds")
+	mine := make(chan os.Signal, 1)
+	signal.Notify(mine, unix.SIGINT)
+	defer signal.Stop(mine)
+	ran := filepath.Join(out, "ran")
+	pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
+		Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
+	s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
+		Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/",
+		BeforeStart: func() error {
+			time.Sleep(100 * time.Millisecond) // the session's signals caught by now
+			unix.Kill(os.Getpid(), unix.SIGINT)
+			<-mine
+			time.Sleep(20 * time.Millisecond)
+			return stale
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := Run(ctx, s)
+	var ie *InterruptedError
+	if !errors.As(err, &ie) || ie.Signal != unix.SIGINT || ie.ExitCode() != 130 {
+		t.Errorf("Run: %v; want the SIGINT reported (exit 130)", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the agent ran")
 	}
 }
 

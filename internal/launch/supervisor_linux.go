@@ -716,3 +716,16 @@ func exitCode(ws unix.WaitStatus) int {
 	}
 	return ws.ExitStatus()
 }
+
+// InterruptedError is a terminating signal (INT, TERM, HUP, QUIT) that the
+// session caught before its agent started, in a Run that then ended
+// without starting it: the caller must not start it again.
+type InterruptedError struct{ Signal unix.Signal }
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("%s before the agent started", unix.SignalName(e.Signal))
+}
+
+// ExitCode is the launcher's exit status: 128+N, as for an agent that
+// signal N ended.
+func (e *InterruptedError) ExitCode() int { return 128 + int(e.Signal) }
