@@ -118,7 +118,8 @@ func (c *command) run(args []string) int {
 	session := launch.Session{
 		Path: path, Argv: argv, Env: agentEnv, Cwd: cwd,
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		Notice: func(msg string) { c.errorf("%s", msg) },
+		Notice:       func(msg string) { c.errorf("%s", msg) },
+		KeepCatching: true, // run ends after its review
 	}
 	// With Landlock, the session gets its private view; where the system
 	// refuses the namespaces it needs, the floor is planned again for the
@@ -221,6 +222,14 @@ func (c *command) run(args []string) int {
 				c.errorf("session review: keeping the report: %v", err)
 			}
 			launch.Trace("session review: report kept")
+		}
+		// A Ctrl-C or a termination caught before the agent started ends
+		// run, even where the attempt ended for another reason that would
+		// have it start again.
+		var ie *launch.InterruptedError
+		if errors.As(err, &ie) {
+			c.errorf("run: %s; nothing was run", ie)
+			return ie.ExitCode()
 		}
 		var ve *launch.ViewError
 		if errors.As(err, &ve) && noView == "" {

@@ -201,6 +201,14 @@ func TestSignalDuringStartUp(t *testing.T) {
 		if !(ws.Signaled() && ws.Signal() == sig) && ws.ExitStatus() != 128+int(sig) {
 			t.Errorf("%s during start-up: %v; want the launcher ended by it or exit %d", sig, cmd.ProcessState, 128+int(sig))
 		}
+		if ws.Signaled() {
+			// Ended by it before "go": none of the agent runs, not even
+			// later, from an init stage left behind.
+			time.Sleep(500 * time.Millisecond)
+			if exists(started) {
+				t.Errorf("%s during start-up: the launcher ended by it, but the agent started", sig)
+			}
+		}
 		if exists(finished) {
 			t.Errorf("%s during start-up: the agent finished", sig)
 		}

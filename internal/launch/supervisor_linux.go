@@ -53,6 +53,13 @@ type Session struct {
 	// without waiting for "ready", which the init stage sends once the
 	// floor is in force.
 	Ready func(Ending)
+	// KeepCatching: the caller ends the process soon after Run returns
+	// (run, after its session-end review). Once the agent has started,
+	// the signals Run forwards stay caught, and go nowhere, after it
+	// returns: an interrupt after the agent's end does not cut the review
+	// short or leave the terminal raw, and no round trip to the runtime's
+	// signal thread is spent undoing them.
+	KeepCatching bool
 }
 
 // SetupError is a failure before the agent ran: the launcher exits 125.
@@ -384,7 +391,7 @@ func (p *Pending) Abort() {
 
 // Run runs steps 2-8 of the sync protocol for s, which must match what
 // Start was given, as Run (the function) describes.
-func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
+func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 	if p.done {
 		return 0, &SetupError{Msg: "init stage: already used"}
 	}
@@ -439,9 +446,29 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 			}
 		}
 	}()
+	started := false
 	defer func() {
 		<-caught
+		if started && s.KeepCatching {
+			return
+		}
 		signal.Stop(sigs)
+		// A terminating signal caught while no agent started is not
+		// dropped with the channel: Run reports it, whatever else ended
+		// it, and the caller stops (an attempt with a plan made afresh
+		// would start the agent).
+		for !started {
+			select {
+			case sig := <-sigs:
+				if sig := sig.(unix.Signal); sig == unix.SIGINT || sig == unix.SIGTERM || sig == unix.SIGHUP || sig == unix.SIGQUIT {
+					p.kill()
+					code, err = 0, &InterruptedError{Signal: sig}
+					return
+				}
+			default:
+				return
+			}
+		}
 	}()
 	// An init stage that failed already (a configuration it refused, a
 	// mount of the view) said so: the start without a view, or the error,
@@ -501,6 +528,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (int, error) {
 		return 0, &ExecError{Path: s.Path, Err: unix.Errno(rep.Errno)}
 	}
 	Trace("agent started")
+	started = true
 	if pty != nil {
 		if err := pty.start(); err != nil {
 			p.kill()
