@@ -163,6 +163,9 @@ type userWorld struct {
 	dir, home, ws                   string
 	launcher, floor, pmin, restrict string
 	plan                            string // what check --landlock says, as the user
+	// bwrap: bubblewrap can make its namespaces as the user too (where
+	// unprivileged user namespaces are refused, it cannot).
+	bwrap bool
 }
 
 // newUserWorld makes b.user under /var/tmp, its HOME and workspace the
@@ -447,6 +450,12 @@ func (b *bench) setup() error {
 	if os.Geteuid() == 0 && b.uid > 0 {
 		if err := b.newUserWorld(); err != nil {
 			b.logf("the start-up as an ordinary user is left out: %v", err)
+		} else if b.bwrap != "" {
+			if _, err := b.userExecMs(bwrapArgv(b.bwrap, "/bin/true")...); err != nil {
+				b.logf("bubblewrap as uid %d is left out: %v", b.uid, err)
+			} else {
+				b.user.bwrap = true
+			}
 		}
 	}
 	return nil
@@ -602,7 +611,7 @@ func (b *bench) startup() error {
 		arms = append(arms, arm{fmt.Sprintf("peer: landlock-restrict, as uid %d", b.uid), func() (float64, error) {
 			return b.userExecMs(b.restricted(b.user.restrict, b.user.ws, "/bin/true")...)
 		}})
-		if b.bwrap != "" {
+		if b.user.bwrap {
 			peer.userBwrap = len(arms)
 			arms = append(arms, arm{fmt.Sprintf("peer: bubblewrap, as uid %d", b.uid), func() (float64, error) {
 				return b.userExecMs(bwrapArgv(b.bwrap, "/bin/true")...)
