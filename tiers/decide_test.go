@@ -197,7 +197,9 @@ prompt_paths = ["/gone/x/**"]
 
 // TestUnusedConcurrent: Unused is found at its first call, not by
 // Compile; callers that share a Matcher (Decide's are concurrent) get the
-// one answer, and Overrides leaves out the same rules.
+// one answer, and Overrides leaves out the same rules. A plain nil check
+// in place of the sync.Once is reported by the race detector (go test
+// -race); without it, it fails only when the appends interleave.
 func TestUnusedConcurrent(t *testing.T) {
 	doc := `
 [file_policy]
