@@ -330,7 +330,8 @@ func (c *fileCache) Get(key string) ([]byte, bool) {
 func (c *fileCache) Put(key string, value []byte) { storeEntry(c.dir, key, value, maxCacheEntries) }
 
 // Vouched reports whether the entry Get returned for key carried the mark
-// of its inode, size and modification time.
+// of its device, inode, size and modification time, unchanged while Get
+// took the mark off.
 func (c *fileCache) Vouched(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
