@@ -93,3 +93,45 @@ func sysProcAttrInto(t *testing.T, dir string) *syscall.SysProcAttr {
 	t.Cleanup(func() { f.Close() })
 	return &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
 }
+
+// TestSessionCgroupLeftover: an empty cgroup of the same name, left by a
+// launcher that had the same PID and was killed before it could remove it,
+// does not cost the session its cgroup; one that still holds a process
+// (what an earlier session left running) is not touched, and the session
+// goes without (it says so: Ending.NoCgroup).
+func TestSessionCgroupLeftover(t *testing.T) {
+	parent, err := ownCgroupDir()
+	if err != nil {
+		t.Fatalf("this test needs a cgroup v2 directory it may write: %v", err)
+	}
+	name := cgroupPrefix + "leftover-" + strconv.Itoa(os.Getpid())
+	path := filepath.Join(parent, name)
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatalf("this test needs a cgroup v2 directory it may write: %v", err)
+	}
+	defer os.Remove(path)
+	cg, err := newSessionCgroup(name)
+	if err != nil {
+		t.Fatalf("an empty leftover of the same name: %v", err)
+	}
+	// The control: a leftover that holds a process stays, and the session
+	// has no cgroup.
+	p, err := os.StartProcess("/bin/sleep", []string{"sleep", "60"}, &os.ProcAttr{Sys: sysProcAttrInto(t, cg.path)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		p.Kill()
+		p.Wait()
+		os.Remove(path)
+	}()
+	cg.close()
+	if again, err := newSessionCgroup(name); err == nil {
+		again.close()
+		t.Fatalf("a leftover that holds a process was taken over")
+	}
+	b, _ := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+	if strings.TrimSpace(string(b)) != strconv.Itoa(p.Pid) {
+		t.Errorf("the leftover's process: cgroup.procs %q, want %d", b, p.Pid)
+	}
+}
