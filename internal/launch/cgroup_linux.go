@@ -60,7 +60,15 @@ func newSessionCgroup(name string) (*sessionCgroup, error) {
 		return nil, err
 	}
 	path := filepath.Join(parent, name)
-	if err := unix.Mkdir(path, 0o755); err != nil {
+	err = unix.Mkdir(path, 0o755)
+	if err == unix.EEXIST && unix.Rmdir(path) == nil {
+		// Left by a launcher that had this PID and was killed before it
+		// could remove it. The kernel removes only an empty cgroup: one
+		// that holds what an earlier session left running stays, and
+		// this session goes without.
+		err = unix.Mkdir(path, 0o755)
+	}
+	if err != nil {
 		return nil, &os.PathError{Op: "mkdir", Path: path, Err: err}
 	}
 	cg := &sessionCgroup{path: path}
