@@ -72,23 +72,14 @@ func TestBeforeStartPrecedesAgent(t *testing.T) {
 // returns the error. The agent would make a file; control: with no error
 // it does.
 func TestBeforeStartErrorStopsAgent(t *testing.T) {
-	dir := t.TempDir()
-	canary := filepath.Join(dir, "canary")
-	writeCanary(t, canary)
-	out := filepath.Join(dir, "out")
-	sharedDir(t, out)
-	null := devNull(t)
+	out, session := markerSessions(t)
 	stale := errors.New("the kept plan no longer holds")
 	for _, c := range []struct {
 		name   string
 		before error
 	}{{"the control, no error", nil}, {"an error", stale}} {
 		ran := filepath.Join(out, strings.ReplaceAll(c.name, " ", "-"))
-		pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
-			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
-		s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
-			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/",
-			BeforeStart: func() error { time.Sleep(100 * time.Millisecond); return c.before }}
+		s := session(ran, func() error { time.Sleep(100 * time.Millisecond); return c.before })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		code, err := Run(ctx, s)
 		cancel()
@@ -102,6 +93,24 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 	}
 }
 
+// markerSessions makes out, a directory the agent may write, and returns
+// it with session, which gives a session with a view whose agent makes the
+// file ran and whose BeforeStart is before.
+func markerSessions(t *testing.T) (out string, session func(ran string, before func() error) Session) {
+	dir := t.TempDir()
+	canary := filepath.Join(dir, "canary")
+	writeCanary(t, canary)
+	out = filepath.Join(dir, "out")
+	sharedDir(t, out)
+	null := devNull(t)
+	return out, func(ran string, before func() error) Session {
+		pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
+			Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
+		return Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
+			Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/", BeforeStart: before}
+	}
+}
+
 // TestSignalBeforeAgentNotLost: a SIGINT the session caught before its
 // agent started, in a Run that then ends without starting it (BeforeStart
 // found the kept plan stale, and the caller would start again), is not
@@ -111,28 +120,19 @@ func TestBeforeStartErrorStopsAgent(t *testing.T) {
 // The test catches SIGINT itself too, so that no timing can let it end
 // the test binary.
 func TestSignalBeforeAgentNotLost(t *testing.T) {
-	dir := t.TempDir()
-	canary := filepath.Join(dir, "canary")
-	writeCanary(t, canary)
-	out := filepath.Join(dir, "out")
-	sharedDir(t, out)
-	null := devNull(t)
+	out, session := markerSessions(t)
 	stale := errors.New("the kept plan no longer holds")
 	mine := make(chan os.Signal, 1)
 	signal.Notify(mine, unix.SIGINT)
 	defer signal.Stop(mine)
 	ran := filepath.Join(out, "ran")
-	pl := &landlock.Plan{Handled: readExec | landlock.WriteFile | landlock.MakeReg, Canary: canary,
-		Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), dirRule(t, out, landlock.WriteFile|landlock.MakeReg)}}
-	s := Session{Plan: pl, Path: "/usr/bin/sh", Argv: []string{"sh", "-c", `: > "$1"`, "sh", ran},
-		Stdin: null, Stdout: null, Stderr: null, View: &landlock.View{}, Cwd: "/",
-		BeforeStart: func() error {
-			time.Sleep(100 * time.Millisecond) // the session's signals caught by now
-			unix.Kill(os.Getpid(), unix.SIGINT)
-			<-mine
-			time.Sleep(20 * time.Millisecond)
-			return stale
-		}}
+	s := session(ran, func() error {
+		time.Sleep(100 * time.Millisecond) // the session's signals caught by now
+		unix.Kill(os.Getpid(), unix.SIGINT)
+		<-mine
+		time.Sleep(20 * time.Millisecond)
+		return stale
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := Run(ctx, s)
