@@ -117,12 +117,7 @@ func TestSignals(t *testing.T) {
 			t.Fatalf("%s: the agent never started", sig)
 		}
 		cmd.Process.Signal(sig)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(runTimeout):
-			cmd.Process.Kill()
+		if !endsWithin(cmd, runTimeout) {
 			t.Fatalf("%s: the launcher did not end", sig)
 		}
 		if got, want := cmd.ProcessState.ExitCode(), 128+int(sig); got != want {
@@ -187,13 +182,7 @@ func TestSignalDuringStartUp(t *testing.T) {
 			}
 		}
 		cmd.Process.Signal(sig)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
+		if !endsWithin(cmd, 10*time.Second) {
 			t.Errorf("%s during start-up: the agent ran on (started: %v)", sig, exists(started))
 			continue
 		}
@@ -310,12 +299,7 @@ func TestIgnoredSignalsStayIgnored(t *testing.T) {
 		for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH} {
 			cmd.Process.Signal(sig)
 		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(runTimeout):
-			cmd.Process.Kill()
+		if !endsWithin(cmd, runTimeout) {
 			t.Fatalf("%s: did not end", how)
 		}
 		b, _ := os.ReadFile(out)
@@ -581,6 +565,21 @@ func TestWorkspaceUnderGrantedTmp(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantOK(t, "control: with the .env gone, it runs again", s.agent("read", ws+"/notes.txt"))
+}
+
+// endsWithin waits up to d for the started cmd to end; false when it did
+// not, and was killed and waited for.
+func endsWithin(cmd *exec.Cmd, d time.Duration) bool {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		cmd.Process.Kill()
+		<-done
+		return false
+	}
 }
 
 // waitFile waits up to runTimeout for path to exist (an agent's "started"
