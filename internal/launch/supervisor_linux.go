@@ -453,11 +453,14 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 			return
 		}
 		signal.Stop(sigs)
+		if started {
+			return
+		}
 		// A terminating signal caught while no agent started is not
 		// dropped with the channel: Run reports it, whatever else ended
 		// it, and the caller stops (an attempt with a plan made afresh
 		// would start the agent).
-		for !started {
+		for {
 			select {
 			case sig := <-sigs:
 				if sig := sig.(unix.Signal); sig == unix.SIGINT || sig == unix.SIGTERM || sig == unix.SIGHUP || sig == unix.SIGQUIT {
