@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -202,6 +203,74 @@ func TestSignalDuringStartUp(t *testing.T) {
 			t.Errorf("%s during start-up: the agent finished", sig)
 		}
 	}
+}
+
+// TestSignalDuringReview: an interrupt or a termination that comes after
+// the agent ended, while run reviews the session, cuts neither the review
+// nor run short: the change the agent made is reported, and run exits with
+// the agent's status (Session.KeepCatching). The workspace is large and
+// the plan cache off, so that the review lists every directory again and
+// the signal, sent when run traces the agent's end, comes during it.
+func TestSignalDuringReview(t *testing.T) {
+	s := newSandbox(t, standard)
+	for i := range 40 {
+		for j := range 100 {
+			s.write(fmt.Sprintf("home/proj/d%d/f%d", i, j), "x")
+		}
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		envrc := s.ws + "/.envrc"
+		os.Remove(envrc)
+		cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+			"/bin/sh", "-c", "echo 'export X=1' > "+envrc+"; exit 3")
+		cmd.Env = append(s.env(), "AGENT_LAUNCHER_PLAN_CACHE=0", "AGENT_LAUNCHER_TRACE=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		sent, alive := false, false
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if !sent && strings.Contains(line, "trace") && strings.HasSuffix(line, "agent exited") {
+				// Still running its review (not a zombie) as the signal
+				// goes: else this would test nothing.
+				alive = procState(cmd.Process.Pid) != 'Z'
+				cmd.Process.Signal(sig)
+				sent = true
+			}
+		}
+		if !endsWithin(cmd, 10*time.Second) {
+			t.Fatalf("%s during the review: run did not end", sig)
+		}
+		if !sent || !alive {
+			t.Fatalf("%s during the review: the signal could not be sent while run reviewed (traced the agent's end: %v); stderr:\n%s", sig, sent, out.String())
+		}
+		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if ws.Signaled() || ws.ExitStatus() != 3 {
+			t.Errorf("%s during the review: %v; want the agent's exit status 3; stderr:\n%s", sig, cmd.ProcessState, out.String())
+		}
+		if !strings.Contains(out.String(), "session review: 1 change(s)") || !strings.Contains(out.String(), ".envrc") ||
+			!strings.Contains(out.String(), "session review: report kept") {
+			t.Errorf("%s during the review: the review was cut short; stderr:\n%s", sig, out.String())
+		}
+	}
+}
+
+// procState is the state letter of process pid (/proc/PID/stat), 0 when
+// it is gone.
+func procState(pid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if i := bytes.LastIndexByte(b, ')'); err == nil && i >= 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }
 
 // threads is the number of threads of process pid, 0 when it is gone.
