@@ -16,6 +16,13 @@ all: build
 deps:
 	@./scripts/deps
 
+# The packages whose own goroutines share state (the planner's recorder and
+# its questions asked in parallel, the matcher's lazy tables, the supervisor,
+# the CLI's caches and review walk), run again under the race detector
+# (about 2.5 minutes here); the kernel suites drive the launcher's binary,
+# which these cover.
+RACE_PKGS := ./rules ./tiers ./landlock ./internal/wire ./internal/cli ./internal/launch
+
 # With cgo (the init stage, internal/launch/initstage.c, runs before the Go
 # runtime) and linked statically (scripts/build-launcher says why).
 build:
@@ -23,8 +30,8 @@ build:
 
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
 # their checked-in corpora as ordinary tests), the purity check of the
-# importable packages, every test binary again as an unprivileged user, the
-# demo (its output discarded) so that the README's first command works, and
+# importable packages, the packages listed in RACE_PKGS again under the race
+# detector, every test binary again as an unprivileged user, the demo (its output discarded) so that the README's first command works, and
 # the kernel suites in VMs across Landlock ABIs (vm-test).
 test: test-host vm-test
 
@@ -33,6 +40,7 @@ test-host: deps build
 	$(GO) vet ./...
 	CGO_ENABLED=0 $(GO) build ./rules ./tiers ./landlock
 	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) $(GO) test -count=1 ./...
+	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) $(GO) test -race -count=1 $(RACE_PKGS)
 	AGENT_LAUNCHER_EXPECT_LANDLOCK_ABI=$(EXPECT_LANDLOCK_ABI) ./scripts/test-unprivileged
 	@./scripts/demo $(BIN) > /dev/null 2>&1 && echo "ok   make demo (smoke test)" || { ./scripts/demo $(BIN); echo "FAIL make demo"; exit 1; }
 
