@@ -164,11 +164,9 @@ type ahead struct {
 	frame   []byte
 	plan    *landlock.Plan
 	notes   []string
-	// heldNear and heldFar report whether the kept plan still holds: its
-	// questions in or below the workspace and the home directory, which
-	// sessions change, and the others (planFloorUnchecked's split), each
-	// asked from when the record was read.
-	heldNear, heldFar func() bool
+	// held reports whether the kept plan still holds (asked once, from
+	// when the record was read).
+	held func() bool
 }
 
 // readAhead reads the launch record of key and the kept plan it names,
@@ -195,14 +193,10 @@ func (e *env) readAhead(key string) *ahead {
 	if !ok {
 		return nil
 	}
-	ask := func(obs landlock.Observations) func() bool {
-		held := make(chan bool, 1)
-		go func() { held <- holds(obs, landlock.OS()) }()
-		return sync.OnceValue(func() bool { return <-held })
-	}
-	near, far := splitObservations(obs, e.workspace, e.home)
+	held := make(chan bool, 1)
+	go func() { held <- holds(obs, landlock.OS()) }()
 	return &ahead{key: key, planKey: planKey, frame: frame, plan: pl, notes: notes,
-		heldNear: ask(near), heldFar: ask(far)}
+		held: sync.OnceValue(func() bool { return <-held })}
 }
 
 // putLaunchRecord keeps frame, the configuration of a session whose plan

@@ -83,7 +83,7 @@ func TestReadAheadIgnoresDamage(t *testing.T) {
 	obs, _ := rec.Observations()
 	e.planCache().put("no-such-plan", obs, &landlock.Plan{ABI: 1}, nil)
 	a := e.readAhead("k1")
-	if a == nil || !bytes.Equal(a.frame, []byte("f")) || a.planKey != "no-such-plan" || !a.heldNear() || !a.heldFar() {
+	if a == nil || !bytes.Equal(a.frame, []byte("f")) || a.planKey != "no-such-plan" || !a.held() {
 		t.Fatalf("control: a record with its plan kept: %+v", a)
 	}
 	t.Setenv(planCacheVar, "0")

@@ -333,22 +333,15 @@ func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landl
 	e.keptUnder = ""
 	key, kerr := e.keptDirs(p, abi, canary)
 	if a := e.ahead; kerr == nil && a != nil && a.planKey == key {
-		// Read with the launch record, its questions asked since, split
-		// as below: where the workspace or the home directory changed,
-		// the plan is made afresh now, and the configuration sent ahead
-		// still serves when the new plan is the same.
+		// Read with the launch record, its questions asked since.
 		launch.Trace("floor: kept plan read with the launch record")
-		if a.heldNear() {
-			return a.plan, a.notes, func() bool {
-				if !a.heldFar() {
-					return false
-				}
-				launch.Trace("floor: the kept plan holds (%d rules)", len(a.plan.Rules))
-				return true
-			}, nil
-		}
-		pl, notes, _, err = e.planFloorFresh(p, abi, canary)
-		return pl, notes, nil, err
+		return a.plan, a.notes, func() bool {
+			if !a.held() {
+				return false
+			}
+			launch.Trace("floor: the kept plan holds (%d rules)", len(a.plan.Rules))
+			return true
+		}, nil
 	}
 	if kerr == nil {
 		if pl, notes, obs, ok := e.planCache().kept(key); ok {
