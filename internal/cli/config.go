@@ -42,8 +42,6 @@ type env struct {
 	// keptUnder is the plan cache's key of the floor run planned last (""
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string
-	// ahead is the launch record run read, if any (ahead.go).
-	ahead *ahead
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.

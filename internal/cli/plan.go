@@ -133,11 +133,10 @@ func (e *env) planFloorOn(base landlock.FS, p *compiled, abi int, canary string)
 	// session can give what they hold a second name (the view binds them,
 	// and link(2) does not cross a mount), and a build fills them with
 	// more files than the check should list at every start. The kept
-	// plans and launch records change with every new workspace or way of
-	// starting run, which would make every plan answer differently; each
-	// entry's links are checked as it is read (entryDir.open).
+	// plans change with every new workspace, which would make every plan
+	// answer differently; planCache.get checks each entry's links itself.
 	opts := landlock.Options{ScanRoots: []string{e.home, e.workspace},
-		LinkScanSkip: []string{filepath.Join(e.launcher.StateDir, "caches"), e.planCache().dir, launchRecordDir(e.launcher.StateDir)}}
+		LinkScanSkip: []string{filepath.Join(e.launcher.StateDir, "caches"), e.planCache().dir}}
 	if canary != "" {
 		opts.Canaries = []string{canary}
 	}

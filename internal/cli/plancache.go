@@ -332,17 +332,6 @@ func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landl
 	}
 	e.keptUnder = ""
 	key, kerr := e.keptDirs(p, abi, canary)
-	if a := e.ahead; kerr == nil && a != nil && a.planKey == key {
-		// Read with the launch record, its questions asked since.
-		launch.Trace("floor: kept plan read with the launch record")
-		return a.plan, a.notes, func() bool {
-			if !a.held() {
-				return false
-			}
-			launch.Trace("floor: the kept plan holds (%d rules)", len(a.plan.Rules))
-			return true
-		}, nil
-	}
 	if kerr == nil {
 		if pl, notes, obs, ok := e.planCache().kept(key); ok {
 			// What sessions change (the workspace, the home directory) is
@@ -399,11 +388,6 @@ func (e *env) keptDirs(p *compiled, abi int, canary string) (string, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(reviewFile(e.launcher.StateDir)), 0o700); err != nil {
 		kerr = err
-	}
-	if d, err := openEntryDir(launchRecordDir(e.launcher.StateDir), true); err != nil {
-		kerr = err
-	} else {
-		d.close()
 	}
 	if kerr == nil {
 		e.keptUnder = key

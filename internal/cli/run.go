@@ -70,16 +70,6 @@ func (c *command) run(args []string) int {
 			pending.Abort()
 		}
 	}()
-	// A run started the same way before left a launch record: its
-	// configuration goes to the init stage now, and its kept plan's
-	// questions are asked while the policy loads; the agent starts only if
-	// this run's configuration is the same (ahead.go).
-	lkey := launchKey(args)
-	if pending != nil {
-		if e.ahead = e.readAhead(lkey); e.ahead != nil {
-			pending.SendAhead(e.ahead.frame)
-		}
-	}
 	p, err := e.load(pf.agent)
 	launch.Trace("policy loaded and compiled")
 	if err != nil {
@@ -200,8 +190,6 @@ func (c *command) run(args []string) int {
 				c.startLine(argv, pf.agent, e, plan, view, end, cache)
 			}
 		}
-		var sent []byte
-		session.Sent = func(frame []byte, _ bool) { sent = frame }
 		if attempt == 0 && len(dropped) > 0 {
 			c.errorf("%s", droppedLine(dropped))
 		}
@@ -234,9 +222,6 @@ func (c *command) run(args []string) int {
 				c.errorf("session review: keeping the report: %v", err)
 			}
 			launch.Trace("session review: report kept")
-			if session.View != nil {
-				e.putLaunchRecord(lkey, key, sent, e.ahead)
-			}
 		}
 		// A Ctrl-C or a termination caught before the agent started ends
 		// run, even where the attempt ended for another reason that would
@@ -253,13 +238,6 @@ func (c *command) run(args []string) int {
 		}
 		if errors.Is(err, errStalePlan) {
 			stale()
-			continue
-		}
-		if errors.Is(err, launch.ErrAheadStale) {
-			// The configuration sent ahead was not this run's: that init
-			// stage is gone, having started nothing; a new one gets this
-			// run's.
-			startPending()
 			continue
 		}
 		if err != nil {

@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,16 +60,7 @@ type Session struct {
 	// short or leave the terminal raw, and no round trip to the runtime's
 	// signal thread is spent undoing them.
 	KeepCatching bool
-	// Sent, if set, receives the configuration frame the init stage got
-	// (step 3), and whether it was the one sent ahead (Pending.SendAhead),
-	// once it is settled: for the caller's launch record.
-	Sent func(frame []byte, ahead bool)
 }
-
-// ErrAheadStale: the configuration Pending.SendAhead sent is not the one
-// the session has; Run ended that init stage before it started anything,
-// and the caller starts again with a new one.
-var ErrAheadStale = errors.New("the configuration sent ahead to the init stage is not this session's")
 
 // SetupError is a failure before the agent ran: the launcher exits 125.
 // Started: the init stage had been told to start the agent when it
@@ -163,31 +153,6 @@ type Pending struct {
 	// says why it did not.
 	starting chan struct{}
 	startErr error
-	// ahead is the configuration frame SendAhead sent, and aheadSent its
-	// write's result.
-	ahead     []byte
-	aheadSent chan error
-}
-
-// SendAhead sends frame to the init stage as its configuration now,
-// before the caller has made the session's: a configuration an earlier
-// run started the same way sent (the caller's launch record), so that the
-// init stage builds the view and applies the floor while the caller loads
-// the policy and plans. Nothing of the agent's runs on it: Run sends
-// "go" only when the configuration it makes from its Session is frame
-// byte for byte, and otherwise kills this init stage, which started
-// nothing, and returns ErrAheadStale. Once at most, before Run.
-func (p *Pending) SendAhead(frame []byte) {
-	if p == nil || p.done || p.ahead != nil || len(frame) == 0 {
-		return
-	}
-	p.ahead = frame
-	sent := make(chan error, 1)
-	p.aheadSent = sent
-	// The socket's buffer takes a frame of this size at once; a larger
-	// one waits for the init stage, whose deadline Run sets.
-	go func() { sent <- writeRawFrame(p.conn, frame) }()
-	Trace("configuration sent ahead")
 }
 
 // Start runs step 1 of the sync protocol for s: it reads only s's stdio,
@@ -454,22 +419,9 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("sync socket: %v", err)}
 	}
-	frame := cfg.encode()
-	if p.ahead != nil {
-		// Sent ahead: this session's only if the same to the byte.
-		err := <-p.aheadSent
-		if err != nil || !bytes.Equal(p.ahead, frame) {
-			p.kill()
-			Trace("the configuration sent ahead is not this session's")
-			return 0, ErrAheadStale
-		}
-		Trace("the configuration sent ahead is this session's")
-	} else if err := writeRawFrame(conn, frame); err != nil {
+	if err := writeRawFrame(conn, cfg.encode()); err != nil {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("sending the plan to the init stage: %v", err)}
-	}
-	if s.Sent != nil {
-		s.Sent(frame, p.ahead != nil)
 	}
 	// The signals run forwards are caught from here on, on another
 	// goroutine, and in place before "go": one that comes from then until

@@ -47,14 +47,14 @@
 //	                                          and plans
 //	 3    -> "config" (plan, view, argv, env; read by PID 1 (with a view): mark
 //	      the view checked, the binds sorted  every fd but 0-2 close-on-exec; a view
-//	      by path); or, right after step 1,   only with ViewArg, none without. PID 1
-//	      the configuration of an earlier     builds the view: MS_REC|MS_PRIVATE on /,
-//	      run started the same way (sent      private tmpfs, kept paths bound back,
-//	      ahead: Pending.SendAhead), and then sockets hidden, the agent's cache bound at
-//	      nothing: "go" only if the one made  its target and the caches directory
-//	      now is the same to the byte, else   sealed, protected paths mounted over
-//	      the init stage, which started       themselves (read-only or pinned) at every
-//	      nothing, is killed (ErrAheadStale)  place a mount exposes them, a fresh /proc,
+//	      by path)                            only with ViewArg, none without. PID 1
+//	                                          builds the view: MS_REC|MS_PRIVATE on /,
+//	                                          private tmpfs, kept paths bound back,
+//	                                          sockets hidden, the agent's cache bound at
+//	                                          its target and the caches directory
+//	                                          sealed, protected paths mounted over
+//	                                          themselves (read-only or pinned) at every
+//	                                          place a mount exposes them, a fresh /proc,
 //	                                          the cwd entered again (mounts are
 //	                                          impossible after Landlock); then forks the
 //	                                          process that becomes the agent, which
