@@ -712,7 +712,8 @@ func killDescendants() {
 }
 
 // descendants lists the processes below pid, from /proc/PID/task/*/children
-// (Linux 3.5 and later with CONFIG_PROC_CHILDREN, which Debian has).
+// (Linux 3.5 and later with CONFIG_PROC_CHILDREN, which Debian has), but
+// the launcher's own teardown helper (DeferTeardown).
 func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
@@ -728,7 +729,7 @@ func descendants(pid int) []int {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] {
+				if err == nil && !seen[c] && int64(c) != teardownPID.Load() {
 					seen[c] = true
 					out = append(out, c)
 					queue = append(queue, c)
