@@ -24,9 +24,6 @@ import (
 
 // run confines a command: DESIGN.md sections 5 and 11.
 func (c *command) run(args []string) int {
-	// The exit's teardown of the address space is a helper's (about 1 ms
-	// of run's start-up here), started before run opens anything.
-	launch.DeferTeardown()
 	fs := c.flagSet("run")
 	var pf policyFlags
 	pf.register(fs)

@@ -712,8 +712,7 @@ func killDescendants() {
 }
 
 // descendants lists the processes below pid, from /proc/PID/task/*/children
-// (Linux 3.5 and later with CONFIG_PROC_CHILDREN, which Debian has), but
-// the launcher's own teardown helper (DeferTeardown).
+// (Linux 3.5 and later with CONFIG_PROC_CHILDREN, which Debian has).
 func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
@@ -729,7 +728,7 @@ func descendants(pid int) []int {
 			}
 			for _, f := range strings.Fields(string(b)) {
 				c, err := strconv.Atoi(f)
-				if err == nil && !seen[c] && int64(c) != teardownPID.Load() {
+				if err == nil && !seen[c] {
 					seen[c] = true
 					out = append(out, c)
 					queue = append(queue, c)
