@@ -31,8 +31,9 @@ build:
 # Unit, table, golden and static-corpus fuzz tests (the fuzz targets run
 # their checked-in corpora as ordinary tests), the purity check of the
 # importable packages, the packages listed in RACE_PKGS again under the race
-# detector, every test binary again as an unprivileged user, the demo (its output discarded) so that the README's first command works, and
-# the kernel suites in VMs across Landlock ABIs (vm-test).
+# detector, every test binary again as an unprivileged user, the demo (its
+# output discarded) so that the README's first command works, and the kernel
+# suites in VMs across Landlock ABIs (vm-test).
 test: test-host vm-test
 
 test-host: deps build
