@@ -248,3 +248,76 @@ func TestEncodeReviewMatchesJSON(t *testing.T) {
 		t.Errorf("control, a change: %q, %v; want %q", got, err, want)
 	}
 }
+
+// TestSaveReview: the report takes the last one's place whole, by an
+// exchange when it has no changes (the fast way; saveReview says why) and
+// by a rename after a sync when it has some, or when there is no last
+// report or no exchange; no temporary file is left behind. The review
+// command reads each back, and says what an empty report (a crash before
+// an unsynced one reached the disk) means.
+func TestSaveReview(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	stateDir := filepath.Join(state, "agent-launcher")
+	path := reviewFile(stateDir)
+	exchanges := 0
+	realExchange := exchange
+	t.Cleanup(func() { exchange = realExchange })
+	exchange = func(a, b string) error {
+		exchanges++
+		return realExchange(a, b)
+	}
+	ended := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	check := func(what string, r *reviewReport, wantExchanges int) {
+		t.Helper()
+		exchanges = 0
+		var before unix.Stat_t
+		hadLast := unix.Stat(path, &before) == nil
+		if err := saveReview(stateDir, r); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if exchanges != wantExchanges {
+			t.Errorf("%s: %d exchanges, want %d", what, exchanges, wantExchanges)
+		}
+		want, _ := encodeReview(r)
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != string(want)+"\n" {
+			t.Errorf("%s: the report reads %q, %v; want %q", what, got, err, want)
+		}
+		var after unix.Stat_t
+		if err := unix.Stat(path, &after); err != nil || after.Mode&0o777 != 0o600 || after.Nlink != 1 {
+			t.Errorf("%s: the report's mode %o, links %d (%v); want 600, 1", what, after.Mode&0o777, after.Nlink, err)
+		}
+		if hadLast && after.Ino == before.Ino {
+			t.Errorf("%s: the report was written in place, not replaced", what)
+		}
+		names, _ := os.ReadDir(filepath.Dir(path))
+		if len(names) != 1 || names[0].Name() != "last.json" {
+			t.Errorf("%s: the review directory holds %v; want only last.json", what, names)
+		}
+		var cmd bytes.Buffer
+		c := &command{stdout: &cmd, stderr: &cmd}
+		if code := c.review([]string{"--json"}); code != ExitOK || !strings.Contains(cmd.String(), r.Workspace) {
+			t.Errorf("%s: review = %d, %q; want 0 and the report", what, code, cmd.String())
+		}
+	}
+	check("the first report", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/first"}, 1) // ENOENT: renamed
+	check("a report without changes", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/second"}, 1)
+	check("a report with changes", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/third",
+		Changes: []reviewChange{{Kind: "created", Path: "/w/third/.envrc", Rule: "<workspace>/.envrc"}}}, 0)
+	exchange = func(a, b string) error {
+		exchanges++
+		return unix.EINVAL // a file system without RENAME_EXCHANGE
+	}
+	check("no exchange", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/fourth"}, 1)
+	exchange = realExchange
+
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	c := &command{stdout: &out, stderr: &out}
+	if code := c.review(nil); code != ExitFailure || !strings.Contains(out.String(), "is empty: the system went down before the last session's report reached the disk") {
+		t.Errorf("an empty report: review = %d, %q; want %d and what it means", code, out.String(), ExitFailure)
+	}
+}
