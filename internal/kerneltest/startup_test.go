@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"debug/buildinfo"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -180,5 +183,78 @@ func TestLauncherHeapBaseFixed(t *testing.T) {
 	}
 	if got := experiments(agent); strings.Contains(got, "norandomizedheapbase64") {
 		t.Errorf("control: the test agent shows GOEXPERIMENT=%q, so the check cannot tell the builds apart", got)
+	}
+}
+
+// TestTimerSlack: the supervisor runs with a timer slack of at least 1 ms,
+// set before the Go runtime starts (initstage.c), so that the runtime's
+// sysmon thread wakes a fifth as often through the start-up; everything
+// of the session keeps the slack run was started with: the agent's
+// current slack and its default (what a reset to 0 gives) are the
+// operator's, with a private view and without one. Controls: the
+// operator's slack (123457 ns) is neither the supervisor's nor the
+// kernel's default, and the test agent run bare reports it too.
+func TestTimerSlack(t *testing.T) {
+	s := newSandbox(t, standard)
+	const operator = 123457
+	want := fmt.Sprintf("ok current=%d default=%d", operator, operator)
+	// A child gets the slack of the thread that forks it, as its current
+	// and as its default.
+	startWithSlack := func(cmd *exec.Cmd) {
+		t.Helper()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, operator, 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bare := exec.Command(agent, "timerslack")
+	var bareOut bytes.Buffer
+	bare.Stdout = &bareOut
+	startWithSlack(bare)
+	if err := bare.Wait(); err != nil || strings.TrimSpace(bareOut.String()) != want {
+		t.Errorf("control: the test agent run bare reports %q (%v); want %q", bareOut.String(), err, want)
+	}
+	for _, view := range []bool{true, false} {
+		out := fmt.Sprintf("%s/slack-%v", s.ws, view)
+		argv := []string{"/bin/sh", "-c", agent + " timerslack > " + out + ".tmp; mv " + out + ".tmp " + out + "; sleep 2"}
+		bin, args := launcher, append([]string{"run", "--config", s.config, "--workspace", s.ws, "--"}, argv...)
+		if !view {
+			bin, args = s.noViewArgs("", false, argv...) // unshare and sh exec: the launcher's pid
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = s.env(), s.ws
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		startWithSlack(cmd)
+		if !waitFile(out) {
+			endsWithin(cmd, runTimeout)
+			t.Fatalf("view %v: the agent never reported its timer slack: %s", view, stderr.String())
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/timerslack_ns", cmd.Process.Pid))
+		if err != nil {
+			t.Errorf("view %v: reading the supervisor's timer slack: %v", view, err)
+		} else if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err != nil || n < 1000000 {
+			t.Errorf("view %v: the supervisor's timer slack is %q; want at least 1 ms", view, b)
+		}
+		got, _ := os.ReadFile(out)
+		if strings.TrimSpace(string(got)) != want {
+			t.Errorf("view %v: the agent reports %q; want %q, the operator's slack", view, got, want)
+		}
+		if !endsWithin(cmd, runTimeout) || !cmd.ProcessState.Success() {
+			t.Errorf("view %v: the session did not end well: %v: %s", view, cmd.ProcessState, stderr.String())
+		}
+		if (!view) != strings.Contains(stderr.String(), "no private view") {
+			t.Errorf("view %v: the start-up line does not say so: %s", view, stderr.String())
+		}
 	}
 }

@@ -99,6 +99,9 @@
 //	status                  detail: the NoNewPrivs, Seccomp and CapEff lines of
 //	                        /proc/self/status as "NoNewPrivs:1;Seccomp:2;CapEff:0000000000000000"
 //	sleep MS                detail: "slept MSms"
+//	timerslack              the calling thread's timer slack (PR_GET_TIMERSLACK), then
+//	                        reset with PR_SET_TIMERSLACK 0 to its default and read again;
+//	                        detail: "current=N default=N" (nanoseconds)
 //	wait-file PATH TIMEOUT_MS
 //	                        poll every 10 ms until PATH exists and is not empty; detail:
 //	                        its content (up to 64 KiB), Go-quoted, including any trailing
@@ -251,6 +254,7 @@ func commands() map[string]op {
 		"status":           {"", 0, 0, opStatus},
 		"getenv":           {"NAME", 1, 1, opGetenv},
 		"sleep":            {"MS", 1, 1, opSleep},
+		"timerslack":       {"", 0, 0, opTimerSlack},
 		"wait-file":        {"PATH TIMEOUT_MS", 2, 2, opWaitFile},
 		"daemon":           {"OUTFILE OP [ARG...]", 2, variadic, opDaemon},
 		"cgroup-spawn":     {"DIR OUTFILE OP [ARG...]", 3, variadic, opCgroupSpawn},

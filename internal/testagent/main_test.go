@@ -494,6 +494,11 @@ func TestAgent(t *testing.T) {
 			want:  "ok slept 1ms",
 		},
 		{
+			name:   "timerslack",
+			setup:  args("timerslack"),
+			wantRe: `^ok current=[0-9]+ default=[0-9]+$`,
+		},
+		{
 			name: "wait-file present",
 			setup: func(t *testing.T, dir string) []string {
 				writeFile(t, filepath.Join(dir, "f"), "done\n")

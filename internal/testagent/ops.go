@@ -596,6 +596,25 @@ func opStatus(_ *env, _ []string) (string, error) {
 	return strings.Join(parts, ";"), nil
 }
 
+// opTimerSlack reports the calling thread's timer slack and its default,
+// which PR_SET_TIMERSLACK 0 restores (the slack the thread's creator had
+// when it was created). The thread stays locked: its slack is changed.
+func opTimerSlack(_ *env, _ []string) (string, error) {
+	runtime.LockOSThread()
+	cur, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return "", fmt.Errorf("prctl PR_GET_TIMERSLACK: %w", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 0, 0, 0, 0); err != nil {
+		return "", fmt.Errorf("prctl PR_SET_TIMERSLACK 0: %w", err)
+	}
+	def, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	if err != nil {
+		return "", fmt.Errorf("prctl PR_GET_TIMERSLACK: %w", err)
+	}
+	return fmt.Sprintf("current=%d default=%d", cur, def), nil
+}
+
 func opSleep(_ *env, args []string) (string, error) {
 	ms, err := parseInt("MS", args[0])
 	if err != nil {
