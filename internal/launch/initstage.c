@@ -1350,6 +1350,46 @@ static sigset_t al_initial_mask;
 static struct rlimit al_initial_nofile;
 static int al_have_nofile;
 
+// The supervisor's timer slack, and the one this process was started with.
+// The supervisor's threads run with at least SUPERVISOR_SLACK_NS: the Go
+// runtime's sysmon sleeps 20 us at a time while the start-up keeps it busy,
+// and woke 53-57 times per run with the kernel's default 50 us (each a
+// context switch, costly where the start-up target is measured; with 1 ms,
+// 11 times: docs/design-amendments.md, the fifteenth and sixteenth
+// passes). A thread's slack is what the thread that created it had, as
+// its current and its default slack (copy_process), and an execve keeps
+// it: so a thread that starts a child has the operator's slack while it
+// does (al_child_slack), and the init stage, the agent and what they
+// start have the operator's.
+#define SUPERVISOR_SLACK_NS 1000000UL
+static unsigned long al_initial_slack;
+static int al_have_slack;
+
+// supervisor_slack records the slack this process was started with and
+// raises its own to SUPERVISOR_SLACK_NS; a larger one it keeps, and where
+// the raise is refused, nothing has changed and nothing is restored.
+static void supervisor_slack(void) {
+	int cur = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+	if (cur <= 0 || (unsigned long)cur >= SUPERVISOR_SLACK_NS)
+		return;
+	if (prctl(PR_SET_TIMERSLACK, SUPERVISOR_SLACK_NS, 0, 0, 0) != 0)
+		return;
+	al_initial_slack = (unsigned long)cur;
+	al_have_slack = 1;
+}
+
+// al_child_slack gives the calling thread the timer slack this process
+// was started with (child = 1), when supervisor_slack raised it, or the
+// supervisor's again (child = 0): a thread starts a child between the two,
+// so that the child has the operator's slack and the supervisor's threads
+// keep theirs (any may be the one that creates the runtime's next
+// thread). 0, else -1 with errno.
+int al_child_slack(int child) {
+	if (!al_have_slack)
+		return 0;
+	return prctl(PR_SET_TIMERSLACK, child ? al_initial_slack : SUPERVISOR_SLACK_NS, 0, 0, 0) == 0 ? 0 : -1;
+}
+
 // spawn_failed records, in the memory the child shares with the
 // supervisor, the step that failed and its errno; the child then exits.
 static int spawn_failed(struct al_spawn *s, int step) {
@@ -1453,6 +1493,13 @@ int al_spawn_view(struct al_spawn *s) {
 	s->argv[2] = VIEW_ARG;
 	s->argv[3] = s->mask;
 	s->argv[4] = NULL;
+	// The init stage's timer slack, current and default, is the
+	// operator's: this thread's as it clones.
+	if (al_child_slack(1) != 0) {
+		s->step = AL_SPAWN_SLACK;
+		s->err = errno;
+		return -1;
+	}
 	// The child's stack is on this thread's, which the vfork suspends.
 	char stack[16 << 10] __attribute__((aligned(16)));
 	sigset_t all, old;
@@ -1464,6 +1511,7 @@ int al_spawn_view(struct al_spawn *s) {
 	                  NULL, NULL);
 	int e = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	al_child_slack(0); // the child has its slack (the vfork waited for its execve)
 	if (pid < 0) {
 		s->step = AL_SPAWN_CLONE;
 		s->err = e;
@@ -1611,6 +1659,7 @@ void al_init_stage(void) {
 		mallopt(M_ARENA_MAX, 1);
 #endif
 		populate_text();
+		supervisor_slack(); // before the Go runtime starts a thread
 		al_thp_arena_init(); // heapthp.c: the Go runtime's small mappings in huge pages
 		sigprocmask(SIG_BLOCK, NULL, &al_initial_mask);
 		al_have_nofile = getrlimit(RLIMIT_NOFILE, &al_initial_nofile) == 0;

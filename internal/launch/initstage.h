@@ -18,6 +18,7 @@ enum {
 	AL_SPAWN_RLIMIT,
 	AL_SPAWN_CAPS,
 	AL_SPAWN_EXEC,
+	AL_SPAWN_SLACK,
 };
 
 struct al_spawn {
@@ -35,5 +36,6 @@ struct al_spawn {
 };
 
 int al_spawn_view(struct al_spawn *s);
+int al_child_slack(int child);
 
 #endif

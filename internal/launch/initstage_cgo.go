@@ -70,6 +70,17 @@ func cMmap(n uintptr) (unsafe.Pointer, error) {
 	return p, nil
 }
 
+// childSlack gives the calling thread, which is to start a child, the
+// timer slack this process was started with (initstage.c,
+// al_child_slack); the function it returns gives it the supervisor's
+// again, once the child has started.
+func childSlack() (restore func(), err error) {
+	if r, err := C.al_child_slack(1); r != 0 {
+		return nil, fmt.Errorf("giving the init stage the timer slack run was started with: prctl(PR_SET_TIMERSLACK): %v", err)
+	}
+	return func() { C.al_child_slack(0) }, nil
+}
+
 // spawnSteps names al_spawn_view's steps (initstage.h) for its errors.
 var spawnSteps = map[C.int]string{
 	C.AL_SPAWN_CLONE:     "clone into new user, mount and PID namespaces",
@@ -83,6 +94,7 @@ var spawnSteps = map[C.int]string{
 	C.AL_SPAWN_RLIMIT:    "restoring RLIMIT_NOFILE",
 	C.AL_SPAWN_CAPS:      "keeping its capabilities across execve (ambient)",
 	C.AL_SPAWN_EXEC:      "execve /proc/self/exe",
+	C.AL_SPAWN_SLACK:     "giving the init stage the timer slack run was started with (prctl(PR_SET_TIMERSLACK))",
 }
 
 // spawnView starts the init stage of a session with a private view as

@@ -652,7 +652,14 @@ func startLocked(cmd *exec.Cmd) (<-chan int, error) {
 	exited := make(chan int, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the child
-		if err := cmd.Start(); err != nil {
+		restore, err := childSlack()
+		if err != nil {
+			started <- err
+			return
+		}
+		err = cmd.Start() // returns once the child has exec'd, its slack set
+		restore()
+		if err != nil {
 			started <- err
 			return
 		}
