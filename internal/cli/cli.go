@@ -11,6 +11,8 @@ import (
 	"io"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent-launcher/agent-launcher/internal/kernel"
 	"github.com/agent-launcher/agent-launcher/internal/launch"
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -34,7 +36,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return launch.InitMain()
 	}
 	launch.StartTrace()
-	launch.Trace("supervisor: main")
+	if launch.Tracing() {
+		// The timer slack the supervisor runs with (initstage.c raises
+		// it): /proc/PID/timerslack_ns is another process's to read only
+		// with CAP_SYS_NICE.
+		slack, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		launch.Trace("supervisor: main (timer slack %d ns)", slack)
+	}
 	c := &command{ctx: ctx, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		c.usage(stderr)
