@@ -1643,9 +1643,10 @@ void al_thp_arena_init(void);
 
 // al_init_stage runs the init stage and exits when the process was
 // started as one (argv[1] is the init argument); otherwise it maps the
-// read-only segments in (populate_text), reserves the huge-page arena the Go
-// runtime's small mappings are carved from (heapthp.c), records the ignored
-// signals and returns at once, and the program starts as usual.
+// read-only segments in (populate_text), raises the timer slack
+// (supervisor_slack), reserves the huge-page arena the Go runtime's small
+// mappings are carved from (heapthp.c), records the ignored signals and
+// returns at once, and the program starts as usual.
 void al_init_stage(void) {
 	int argc;
 	char **argv = initial_args(&argc);

@@ -39,7 +39,10 @@
 //	      child subreaper, and in a cgroup of
 //	      its own (clone3 with
 //	      CLONE_INTO_CGROUP) where it can
-//	      make one (cgroup_linux.go)
+//	      make one (cgroup_linux.go). Either
+//	      way with the timer slack run was
+//	      started with (the supervisor's own is
+//	      at least 1 ms: initstage.c)
 //	 2                                        with a view, it is the session's PID 1: it
 //	                                          refuses to run otherwise (getpid() != 1)
 //	                                          or with a malformed MASK, and waits for
