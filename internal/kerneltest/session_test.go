@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,63 @@ func TestEnvironment(t *testing.T) {
 		t.Errorf("AWS_SECRET_ACCESS_KEY passed by the policy: %s", r)
 	}
 	wantErr(t, "GITHUB_TOKEN, not passed", p.agent("getenv", "GITHUB_TOKEN"), "ENOENT")
+}
+
+// TestSessionEndsWithLauncher: a launcher killed outright (SIGKILL, which
+// it cannot catch) while its agent runs takes the session with it: PID 1
+// dies by its parent-death signal, which is the signal of the thread that
+// started it (the spawner, which lives as long as PID 1 or the process),
+// and every process of the session ends with the PID namespace.
+// Control: while the launcher lives, so does the agent.
+func TestSessionEndsWithLauncher(t *testing.T) {
+	s := newSandbox(t, standard)
+	started := s.ws + "/started"
+	cmd := exec.Command(launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+		"/bin/sh", "-c", "touch "+started+"; exec sleep 30")
+	cmd.Env, cmd.Dir = s.env(), s.ws
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer endsWithin(cmd, runTimeout)
+	if !waitFile(started) {
+		t.Fatalf("the agent never started")
+	}
+	var session []int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		session = descendants(cmd.Process.Pid)
+		if slices.ContainsFunc(session, func(pid int) bool { return comm(pid) == "sleep" }) {
+			break
+		}
+	}
+	if !slices.ContainsFunc(session, func(pid int) bool { return comm(pid) == "sleep" }) {
+		t.Fatalf("control: the agent (sleep) is not among the launcher's descendants %v", session)
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, pid := range session {
+		if st := procState(pid); st == 0 || st == 'Z' {
+			t.Fatalf("control: %d (%s) of the session ended while the launcher lived", pid, comm(pid))
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, pid := range session {
+		deadline := time.Now().Add(10 * time.Second)
+		for st := procState(pid); st != 0 && st != 'Z'; st = procState(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("%d (%s), of the session, outlived the launcher killed by SIGKILL (state %c)", pid, comm(pid), st)
+				unix.Kill(pid, unix.SIGKILL)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// comm is the command name of process pid ("" when it is gone).
+func comm(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
 }
 
 // TestNothingOutlivesSession: a double-forked daemon is gone when the
