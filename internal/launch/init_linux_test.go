@@ -692,3 +692,19 @@ func TestIgnoredAtStartMatchesForwarded(t *testing.T) {
 		t.Errorf("with Forwarded and %v ignored at start, the constructor recorded %q; want Forwarded, %q", others, got, want)
 	}
 }
+
+// reap waits for the child pid to exit and reaps it: its exit status for
+// the launcher (exitCode).
+func reap(pid int) (int, error) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return exitCode(ws), nil
+	}
+}

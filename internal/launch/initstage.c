@@ -22,6 +22,7 @@
 #include <malloc.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1528,6 +1529,93 @@ int al_spawn_view(struct al_spawn *s) {
 	s->pid = pid;
 	s->pidfd = pidfd;
 	return 0;
+}
+
+// spawner_write writes all of rec to fd; a failure leaves the supervisor
+// with a short record, which it takes for a failed start.
+static void spawner_write(int fd, const struct al_spawn_record *rec) {
+	const char *b = (const char *)rec;
+	size_t n = sizeof *rec;
+	while (n > 0) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return;
+		b += k;
+		n -= (size_t)k;
+	}
+}
+
+// spawner_main is the spawner thread (al_spawn_view_thread): it starts PID
+// 1 (al_spawn_view), reports it, waits for it to exit and reports its
+// status, then frees what it was given and ends. PID 1's parent-death
+// signal is this thread's, which lives as long as PID 1 (or the process).
+static void *spawner_main(void *arg) {
+	struct al_spawner *sp = arg;
+	struct al_spawn_record rec = {.kind = AL_SPAWN_STARTED, .pidfd = -1};
+	rec.result = al_spawn_view(&sp->s);
+	rec.pid = sp->s.pid;
+	rec.step = sp->s.step;
+	rec.err = sp->s.err;
+	int pidfd = sp->s.pidfd;
+	if (rec.result == 0) {
+		// The supervisor's own pidfd, to signal PID 1 with; this one
+		// waits for it.
+		rec.pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+	}
+	spawner_write(sp->out, &rec);
+	if (rec.result == 0) {
+		struct al_spawn_record end = {.kind = AL_SPAWN_EXITED, .pidfd = -1};
+		for (;;) {
+			siginfo_t si;
+			memset(&si, 0, sizeof si);
+			if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) == 0) {
+				end.status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+				break;
+			}
+			if (errno != EINTR) {
+				end.result = -1;
+				end.err = errno;
+				break;
+			}
+		}
+		close(pidfd);
+		spawner_write(sp->out, &end);
+	}
+	close(sp->out);
+	for (char **e = (char **)sp->s.envp; e != NULL && *e != NULL; e++)
+		free(*e);
+	free((void *)sp->s.envp);
+	free(sp);
+	return NULL;
+}
+
+// al_spawn_view_thread starts PID 1 as al_spawn_view does, from a thread
+// of its own, which reports on sp->out (al_spawn_record: AL_SPAWN_STARTED,
+// then AL_SPAWN_EXITED when it started) and then closes it; it owns sp,
+// its environment and sp->out from here on. The caller goes on at once:
+// started from a goroutine, the start waited for the Go scheduler to run
+// that goroutine, and its vfork held the goroutine's processor until the
+// runtime's sysmon took it back (docs/design-amendments.md, the sixteenth
+// pass). The thread blocks every signal, so that none meant for the
+// supervisor lands on it. 0, else the error number (nothing started; sp
+// is still the caller's).
+int al_spawn_view_thread(struct al_spawner *sp) {
+	pthread_attr_t attr;
+	int e = pthread_attr_init(&attr);
+	if (e != 0)
+		return e;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10); // al_spawn_view's child stack is on it
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old); // the thread starts with this mask
+	pthread_t t;
+	e = pthread_create(&t, &attr, spawner_main, sp);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	return e;
 }
 
 // ---- the entry ------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #ifndef AL_INITSTAGE_H
 #define AL_INITSTAGE_H
 
+#include <stdint.h>
 #include <sys/types.h>
 
 // Steps of al_spawn_view, for its caller's message (spawnView).
@@ -36,6 +37,26 @@ struct al_spawn {
 };
 
 int al_spawn_view(struct al_spawn *s);
+
+// al_spawn_view_thread's report records, on the spawner's pipe.
+enum { AL_SPAWN_STARTED = 1, AL_SPAWN_EXITED = 2 };
+
+struct al_spawn_record {
+	int32_t kind;   // AL_SPAWN_STARTED or AL_SPAWN_EXITED
+	int32_t result; // 0, or -1: see step and err
+	int32_t pid;    // STARTED: PID 1
+	int32_t pidfd;  // STARTED: the supervisor's pidfd of PID 1, or -1
+	int32_t step;   // STARTED: al_spawn_view's failed step
+	int32_t err;    // the errno of the failure
+	int32_t status; // EXITED: PID 1's exit status, 128+N when signal N killed it
+};
+
+struct al_spawner {
+	struct al_spawn s; // s.envp and its strings malloc'd: the spawner frees them
+	int out;           // the write end of the report pipe: the spawner closes it
+};
+
+int al_spawn_view_thread(struct al_spawner *sp);
 int al_child_slack(int child);
 
 #endif

@@ -24,6 +24,7 @@ import "C"
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"unsafe"
@@ -104,35 +105,129 @@ var spawnSteps = map[C.int]string{
 // locked to its thread, which must outlive the init stage (its
 // parent-death signal). A system that refuses the namespaces gives a
 // *ViewError (a start without the view follows); any other failure a
-// *SetupError.
+// *SetupError. run starts PID 1 from a thread of its own instead
+// (spawnViewThread); the tests use this form to end the thread that
+// started PID 1 when they choose.
 func spawnView(env []string, fds [4]int, ctty int) (pid, pidfd int, err error) {
-	envp := C.malloc(C.size_t(len(env)+1) * C.size_t(unsafe.Sizeof(uintptr(0))))
-	defer C.free(envp)
-	ptrs := unsafe.Slice((**C.char)(envp), len(env)+1)
-	for i, e := range env {
-		ptrs[i] = C.CString(e)
-		defer C.free(unsafe.Pointer(ptrs[i]))
-	}
-	ptrs[len(env)] = nil
 	s := (*C.struct_al_spawn)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_al_spawn{}))))
 	defer C.free(unsafe.Pointer(s))
-	s.envp = (**C.char)(envp)
+	fillSpawn(s, env, fds, ctty)
+	defer freeSpawnEnv(s)
+	if C.al_spawn_view(s) == 0 {
+		return int(s.pid), int(s.pidfd), nil
+	}
+	return 0, -1, spawnError(s.step, syscall.Errno(s.err))
+}
+
+// fillSpawn sets al_spawn_view's arguments in s: env (copied to C memory,
+// which freeSpawnEnv frees), fds and ctty.
+func fillSpawn(s *C.struct_al_spawn, env []string, fds [4]int, ctty int) {
+	envp := (**C.char)(C.calloc(C.size_t(len(env)+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	ptrs := unsafe.Slice(envp, len(env)+1)
+	for i, e := range env {
+		ptrs[i] = C.CString(e)
+	}
+	s.envp = envp
 	for i, fd := range fds {
 		s.fd[i] = C.int(fd)
 	}
 	s.ctty = C.int(ctty)
-	if C.al_spawn_view(s) == 0 {
-		return int(s.pid), int(s.pidfd), nil
+}
+
+// freeSpawnEnv frees the environment fillSpawn copied into s.
+func freeSpawnEnv(s *C.struct_al_spawn) {
+	for _, e := range unsafe.Slice(s.envp, 1<<20) {
+		if e == nil {
+			break
+		}
+		C.free(unsafe.Pointer(e))
 	}
-	errno := syscall.Errno(s.err)
-	msg := fmt.Sprintf("%s: %v", spawnSteps[s.step], errno)
+	C.free(unsafe.Pointer(s.envp))
+}
+
+// spawnError is the error for al_spawn_view's failed step and its errno.
+func spawnError(step C.int, errno syscall.Errno) error {
+	msg := fmt.Sprintf("%s: %v", spawnSteps[step], errno)
 	// Refused namespaces, or capabilities refused to PID 1 (by a security
 	// module, a seccomp filter), without which it cannot build the view:
 	// the session starts without one, under Landlock still.
-	if s.step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) || s.step == C.AL_SPAWN_CAPS {
-		return 0, -1, &ViewError{Msg: "creating the session's namespaces: " + msg}
+	if step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) || step == C.AL_SPAWN_CAPS {
+		return &ViewError{Msg: "creating the session's namespaces: " + msg}
 	}
-	return 0, -1, &SetupError{Msg: "starting the init stage: " + msg}
+	return &SetupError{Msg: "starting the init stage: " + msg}
+}
+
+// A spawnThread is al_spawn_view_thread's thread, which starts PID 1 as
+// spawnView does, waits for it and reports on a pipe: its parent-death
+// signal is that thread's, which outlives it.
+type spawnThread struct{ r *os.File }
+
+// spawnViewThread starts a spawnThread for spawnView's arguments and
+// returns at once; started reports the start. fds must stay open until
+// started has returned.
+func spawnViewThread(env []string, fds [4]int, ctty int) (*spawnThread, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+	}
+	out, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, 0) // the thread's own, which it closes
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+	}
+	sp := (*C.struct_al_spawner)(C.calloc(1, C.size_t(unsafe.Sizeof(C.struct_al_spawner{}))))
+	fillSpawn(&sp.s, env, fds, ctty)
+	sp.out = C.int(out)
+	if e := C.al_spawn_view_thread(sp); e != 0 {
+		freeSpawnEnv(&sp.s)
+		C.free(unsafe.Pointer(sp))
+		unix.Close(out)
+		r.Close()
+		return nil, &SetupError{Msg: fmt.Sprintf("starting the init stage: pthread_create: %v", syscall.Errno(e))}
+	}
+	return &spawnThread{r: r}, nil
+}
+
+// started waits for PID 1's start: its pid and a pidfd of it (-1 where
+// none could be made), or spawnView's error.
+func (t *spawnThread) started() (pid, pidfd int, err error) {
+	rec, err := t.read(C.AL_SPAWN_STARTED)
+	if err != nil {
+		t.r.Close()
+		return 0, -1, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+	}
+	if rec.result != 0 {
+		t.r.Close()
+		return 0, -1, spawnError(rec.step, syscall.Errno(rec.err))
+	}
+	return int(rec.pid), int(rec.pidfd), nil
+}
+
+// exited waits for PID 1, started, to exit: its exit status for the
+// launcher (128+N when signal N killed it).
+func (t *spawnThread) exited() (int, error) {
+	defer t.r.Close()
+	rec, err := t.read(C.AL_SPAWN_EXITED)
+	if err != nil {
+		return 0, err
+	}
+	if rec.result != 0 {
+		return 0, fmt.Errorf("waitid: %v", syscall.Errno(rec.err))
+	}
+	return int(rec.status), nil
+}
+
+// read reads the thread's next report, which must be of kind.
+func (t *spawnThread) read(kind C.int32_t) (C.struct_al_spawn_record, error) {
+	var rec C.struct_al_spawn_record
+	if _, err := io.ReadFull(t.r, unsafe.Slice((*byte)(unsafe.Pointer(&rec)), unsafe.Sizeof(rec))); err != nil {
+		return rec, fmt.Errorf("the spawner's report: %v", err)
+	}
+	if rec.kind != kind {
+		return rec, fmt.Errorf("the spawner's report: kind %d, not %d", rec.kind, kind)
+	}
+	return rec, nil
 }
 
 // namespacesRefused says whether errno, from making the session's

@@ -150,14 +150,18 @@ func TestSignalBeforeAgentNotLost(t *testing.T) {
 // 0-3, prints what spawnView gave ("view ...", "setup ..." or "started",
 // the init stage then killed) and exits.
 func spawnAndSay() {
-	runtime.LockOSThread()
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		fmt.Println("setup", err)
 		os.Exit(0)
 	}
 	fd := int(devnull.Fd())
-	_, pidfd, err := spawnView(nil, [4]int{fd, fd, fd, fd}, -1)
+	// run's way: from the spawner's thread.
+	th, err := spawnViewThread(nil, [4]int{fd, fd, fd, fd}, -1)
+	pidfd := -1
+	if err == nil {
+		_, pidfd, err = th.started()
+	}
 	var ve *ViewError
 	switch {
 	case errors.As(err, &ve):

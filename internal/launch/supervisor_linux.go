@@ -208,7 +208,7 @@ func Start(s Session) (*Pending, error) {
 	// Run or Abort waits for them.
 	p.starting = make(chan struct{})
 	if p.view {
-		go p.startView(s, child)
+		p.startView(s, child)
 	} else {
 		go func() {
 			defer close(p.starting)
@@ -257,72 +257,80 @@ func (p *Pending) start(s Session, child *os.File) error {
 }
 
 // startView starts the init stage of a session with a view as PID 1 of
-// its own namespaces (spawnView), with child as its end of the sync
-// socket, and closes p.starting; then it waits for the init stage and
-// sends its exit status on p.exited. It runs as its own goroutine, locked
-// to its thread for good: the thread that started PID 1 must outlive it
-// (its parent-death signal).
+// its own namespaces, with child as its end of the sync socket, from a
+// thread of its own (spawnViewThread), which is PID 1's parent for its
+// parent-death signal and waits for it; a goroutine takes the thread's
+// reports: it closes p.starting once PID 1 started or failed to, and
+// sends PID 1's exit status on p.exited. The caller goes on at once: a
+// goroutine that started PID 1 itself ran only once the Go scheduler gave
+// it a processor, which it then held through the vfork (up to 1.8 ms of
+// run's start-up here; docs/design-amendments.md, the sixteenth pass).
 func (p *Pending) startView(s Session, child *os.File) {
-	runtime.LockOSThread() // never unlocked: the thread ends with the child
-	pid, pidfd, err := p.spawn(s, child)
-	child.Close()
+	fds, ctty, closeNull, err := p.viewFDs(s, child)
+	var t *spawnThread
+	if err == nil {
+		t, err = spawnViewThread(initEnv(), fds, ctty)
+	}
 	if err != nil {
+		closeNull()
+		child.Close()
 		p.startErr = err
 		close(p.starting)
 		return
 	}
-	exited := make(chan int, 1)
-	p.pid, p.pidfd, p.exited = pid, pidfd, exited
-	Trace("init stage started")
-	close(p.starting)
-	code, err := reap(pid)
-	if err != nil {
-		// Reaped by someone else, which nothing in a session with a view
-		// does: not reported as the agent's success.
-		p.notice("waiting for the session's PID 1: %v", err)
-		code = 125 // the launcher's own failure (SetupError's status)
-	}
-	exited <- code
-}
-
-// reap waits for the child pid to exit and reaps it: its exit status for
-// the launcher (exitCode).
-func reap(pid int) (int, error) {
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(pid, &ws, 0, nil)
-		if err == unix.EINTR {
-			continue
-		}
+	go func() {
+		pid, pidfd, err := t.started()
+		closeNull() // the init stage has its own copies now
+		child.Close()
 		if err != nil {
-			return 0, err
+			p.startErr = err
+			close(p.starting)
+			return
 		}
-		return exitCode(ws), nil
-	}
+		exited := make(chan int, 1)
+		p.pid, p.pidfd, p.exited = pid, pidfd, exited
+		Trace("init stage started")
+		close(p.starting)
+		code, err := t.exited()
+		if err != nil {
+			// Reaped by someone else, which nothing in a session with a
+			// view does: not reported as the agent's success.
+			p.notice("waiting for the session's PID 1: %v", err)
+			code = 125 // the launcher's own failure (SetupError's status)
+		}
+		exited <- code
+	}()
 }
 
-// spawn gives spawnView s's stdio, or the pty's side of it, and child.
-func (p *Pending) spawn(s Session, child *os.File) (pid, pidfd int, err error) {
+// viewFDs gives the init stage s's stdio, or the pty's side of it, and
+// child, as fds 0-3, with the fd of its controlling terminal (-1 for
+// none); closeNull closes the null device opened for a nil stdio.
+func (p *Pending) viewFDs(s Session, child *os.File) (fds [4]int, ctty int, closeNull func(), err error) {
 	files := [3]*os.File{s.Stdin, s.Stdout, s.Stderr}
-	ctty := -1
+	ctty = -1
 	if p.pty != nil {
 		files, ctty = p.pty.stdio(s.Stdin, s.Stdout, s.Stderr)
 	}
-	var fds [4]int
+	var null *os.File
+	closeNull = func() {
+		if null != nil {
+			null.Close()
+		}
+	}
 	for i, f := range files {
 		if f == nil {
 			// As os/exec gives a nil stdio: the null device.
-			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-			if err != nil {
-				return 0, -1, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+			if null == nil {
+				if null, err = os.OpenFile(os.DevNull, os.O_RDWR, 0); err != nil {
+					return fds, ctty, closeNull, &SetupError{Msg: fmt.Sprintf("starting the init stage: %v", err)}
+				}
 			}
-			defer null.Close()
 			f = null
 		}
 		fds[i] = int(f.Fd())
 	}
 	fds[3] = int(child.Fd())
-	return spawnView(initEnv(), fds, ctty)
+	return fds, ctty, closeNull, nil
 }
 
 // wait waits until the init stage has started, or failed to.

@@ -21,8 +21,10 @@
 //	 1    start the init stage (vfork):
 //	      /proc/self/exe InitArg [ViewArg MASK],
 //	      fd 3 = socket, setsid, Pdeathsig SIGKILL,
-//	      from a locked OS thread that
-//	      outlives it. With a view
+//	      from a thread that outlives it: with
+//	      a view, a C thread of its own that
+//	      waits for it (al_spawn_view_thread),
+//	      else a locked OS thread. With a view
 //	      (al_spawn_view): one clone(CLONE_VM|
 //	      CLONE_VFORK) into new user, mount and
 //	      PID namespaces, whose child maps its
