@@ -1531,9 +1531,8 @@ int al_spawn_view(struct al_spawn *s) {
 	return 0;
 }
 
-// spawner_write writes all of rec to fd; a failure leaves the supervisor
-// with a short record, which it takes for a failed start.
-static void spawner_write(int fd, const struct al_spawn_record *rec) {
+// spawner_write writes all of rec to fd: 0, else -1.
+static int spawner_write(int fd, const struct al_spawn_record *rec) {
 	const char *b = (const char *)rec;
 	size_t n = sizeof *rec;
 	while (n > 0) {
@@ -1541,16 +1540,43 @@ static void spawner_write(int fd, const struct al_spawn_record *rec) {
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return;
+			return -1;
 		b += k;
 		n -= (size_t)k;
 	}
+	return 0;
 }
+
+// spawner_reap waits for PID 1 (pidfd) to exit and reaps it: its exit
+// status for the launcher (128+N when signal N killed it) in rec, or the
+// error.
+static void spawner_reap(int pidfd, struct al_spawn_record *rec) {
+	for (;;) {
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) == 0) {
+			rec->status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+			return;
+		}
+		if (errno != EINTR) {
+			rec->result = -1;
+			rec->err = errno;
+			return;
+		}
+	}
+}
+
+// al_spawner_fail_dup, set, makes the spawner's dup of the pidfd fail as
+// with EMFILE: for TestSpawnerPidfdFailure alone.
+int al_spawner_fail_dup;
 
 // spawner_main is the spawner thread (al_spawn_view_thread): it starts PID
 // 1 (al_spawn_view), reports it, waits for it to exit and reports its
 // status, then frees what it was given and ends. PID 1's parent-death
 // signal is this thread's, which lives as long as PID 1 (or the process).
+// A PID 1 the supervisor could not be told of, or could not signal by a
+// pidfd of its own, is killed and reaped here, and the start reported as
+// failed: nothing of the session runs without the supervisor's hold on it.
 static void *spawner_main(void *arg) {
 	struct al_spawner *sp = arg;
 	struct al_spawn_record rec = {.kind = AL_SPAWN_STARTED, .pidfd = -1};
@@ -1562,24 +1588,24 @@ static void *spawner_main(void *arg) {
 	if (rec.result == 0) {
 		// The supervisor's own pidfd, to signal PID 1 with; this one
 		// waits for it.
-		rec.pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
-	}
-	spawner_write(sp->out, &rec);
-	if (rec.result == 0) {
-		struct al_spawn_record end = {.kind = AL_SPAWN_EXITED, .pidfd = -1};
-		for (;;) {
-			siginfo_t si;
-			memset(&si, 0, sizeof si);
-			if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) == 0) {
-				end.status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-				break;
-			}
-			if (errno != EINTR) {
-				end.result = -1;
-				end.err = errno;
-				break;
-			}
+		rec.pidfd = al_spawner_fail_dup ? (errno = EMFILE, -1) : fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+		if (rec.pidfd < 0) {
+			rec.result = -1;
+			rec.step = AL_SPAWN_PIDFD;
+			rec.err = errno;
 		}
+	}
+	int told = spawner_write(sp->out, &rec) == 0;
+	if (pidfd >= 0 && (rec.result != 0 || !told)) {
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		struct al_spawn_record ignored = {0};
+		spawner_reap(pidfd, &ignored);
+		close(pidfd);
+		if (rec.pidfd >= 0)
+			close(rec.pidfd); // never told of: the supervisor has none
+	} else if (pidfd >= 0) {
+		struct al_spawn_record end = {.kind = AL_SPAWN_EXITED, .pidfd = -1};
+		spawner_reap(pidfd, &end);
 		close(pidfd);
 		spawner_write(sp->out, &end);
 	}

@@ -20,6 +20,7 @@ enum {
 	AL_SPAWN_CAPS,
 	AL_SPAWN_EXEC,
 	AL_SPAWN_SLACK,
+	AL_SPAWN_PIDFD, // al_spawn_view_thread's: a pidfd for the supervisor
 };
 
 struct al_spawn {

@@ -13,6 +13,7 @@ static uintptr_t al_arena_next_now(void) { return __atomic_load_n(&al_arena_next
 extern void al_carve_many(uintptr_t *next, uintptr_t hi, size_t n, size_t count, uintptr_t *out);
 extern void al_init_stage(void);
 extern unsigned long long al_ignored_signals;
+extern int al_spawner_fail_dup;
 
 // Before the Go runtime starts: the init stage (initstage.c) never
 // returns; any other run of the binary returns at once.
@@ -96,6 +97,7 @@ var spawnSteps = map[C.int]string{
 	C.AL_SPAWN_CAPS:      "keeping its capabilities across execve (ambient)",
 	C.AL_SPAWN_EXEC:      "execve /proc/self/exe",
 	C.AL_SPAWN_SLACK:     "giving the init stage the timer slack run was started with (prctl(PR_SET_TIMERSLACK))",
+	C.AL_SPAWN_PIDFD:     "a pidfd of PID 1 for the supervisor (fcntl(F_DUPFD_CLOEXEC))",
 }
 
 // spawnView starts the init stage of a session with a private view as
@@ -136,11 +138,8 @@ func fillSpawn(s *C.struct_al_spawn, env []string, fds [4]int, ctty int) {
 
 // freeSpawnEnv frees the environment fillSpawn copied into s.
 func freeSpawnEnv(s *C.struct_al_spawn) {
-	for _, e := range unsafe.Slice(s.envp, 1<<20) {
-		if e == nil {
-			break
-		}
-		C.free(unsafe.Pointer(e))
+	for p := s.envp; *p != nil; p = (**C.char)(unsafe.Add(unsafe.Pointer(p), unsafe.Sizeof(*p))) {
+		C.free(unsafe.Pointer(*p))
 	}
 	C.free(unsafe.Pointer(s.envp))
 }
@@ -187,6 +186,16 @@ func spawnViewThread(env []string, fds [4]int, ctty int) (*spawnThread, error) {
 		return nil, &SetupError{Msg: fmt.Sprintf("starting the init stage: pthread_create: %v", syscall.Errno(e))}
 	}
 	return &spawnThread{r: r}, nil
+}
+
+// failSpawnerDup makes the spawner thread's dup of PID 1's pidfd fail, or
+// not: for TestSpawnerPidfdFailure alone.
+func failSpawnerDup(fail bool) {
+	if fail {
+		C.al_spawner_fail_dup = 1
+	} else {
+		C.al_spawner_fail_dup = 0
+	}
 }
 
 // started waits for PID 1's start: its pid and a pidfd of it (-1 where

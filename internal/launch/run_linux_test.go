@@ -320,3 +320,76 @@ func TestFailedCanaryStartsNoAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnerPidfdFailure: where the spawner thread cannot make the
+// supervisor a pidfd of PID 1 (a dup refused, as with EMFILE), the start
+// fails with a *SetupError that says so, and PID 1 is killed and reaped by
+// the thread: no init stage runs that the supervisor cannot signal but by
+// a pid. In a process of its own (this test binary run again), whose
+// children the test can count. Control: without the failure, the same
+// start succeeds.
+func TestSpawnerPidfdFailure(t *testing.T) {
+	if mode := os.Getenv("AL_TEST_SPAWNER_DUP"); mode != "" {
+		failSpawnerDup(mode == "fail")
+		spawnHeldAndSay()
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fail := range []bool{true, false} {
+		mode := map[bool]string{true: "fail", false: "control"}[fail]
+		cmd := exec.Command(self, "-test.run=^TestSpawnerPidfdFailure$")
+		cmd.Env = []string{"AL_TEST_SPAWNER_DUP=" + mode}
+		out, err := cmd.CombinedOutput()
+		got := strings.TrimSpace(string(out))
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v: %s", mode, err, got)
+		case fail && (!strings.HasPrefix(got, "setup starting the init stage: a pidfd of PID 1 for the supervisor") || !strings.Contains(got, "too many open files") || !strings.HasSuffix(got, "children left: 0")):
+			t.Errorf("fail: %q; want a setup error for the pidfd, and PID 1 reaped", got)
+		case !fail && got != "started":
+			t.Errorf("control: %q; want the init stage started", got)
+		}
+	}
+}
+
+// spawnHeldAndSay starts an init stage from the spawner thread with a
+// sync socket whose other end stays open, so that PID 1 waits for its
+// configuration until killed, and prints what happened; on a failed
+// start, how many children are left once the spawner had 10 s to kill
+// and reap PID 1 (this process has no others). It never returns.
+func spawnHeldAndSay() {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Println("setup", err)
+		os.Exit(0)
+	}
+	conn, child, err := syncPair()
+	if err != nil {
+		fmt.Println("setup", err)
+		os.Exit(0)
+	}
+	defer conn.Close()
+	fd := int(devnull.Fd())
+	th, err := spawnViewThread(nil, [4]int{fd, fd, fd, int(child.Fd())}, -1)
+	pidfd := -1
+	if err == nil {
+		_, pidfd, err = th.started()
+	}
+	child.Close()
+	if err != nil {
+		left := 1
+		for deadline := time.Now().Add(10 * time.Second); left > 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			var ws unix.WaitStatus
+			if _, werr := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil); werr == unix.ECHILD {
+				left = 0
+			}
+		}
+		fmt.Printf("setup %v; children left: %d\n", err, left)
+		os.Exit(0)
+	}
+	unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	fmt.Println("started")
+	os.Exit(0)
+}

@@ -20,3 +20,5 @@ func (t *spawnThread) started() (pid, pidfd int, err error) {
 }
 
 func (t *spawnThread) exited() (int, error) { return 125, nil }
+
+func failSpawnerDup(fail bool) {}
