@@ -357,9 +357,9 @@ func reviewFile(stateDir string) string { return filepath.Join(stateDir, "review
 // which the agent cannot reach): a new file that takes the last one's
 // place at once, so that a reader finds one whole report or the other.
 //
-// A report with changes is synced to disk before it takes that place: it
-// is the record of what the agent left where programs outside the
-// session will run it, and it outlives a crash. A report without changes,
+// A report with changes is synced to disk before it takes that place, and
+// the directory after: it is the record of what the agent left where
+// programs outside the session will run it, and it outlives a crash. A report without changes,
 // every other session's, is not, and takes the place by an exchange
 // (renameat2 RENAME_EXCHANGE) with the last one, which is then removed:
 // renamed over an existing file, ext4 (auto_da_alloc) allocates and starts
@@ -392,7 +392,7 @@ func saveReview(stateDir string, r *reviewReport) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if len(r.Changes) == 0 && exchange(tmp.Name(), path) == nil {
+	if len(r.Changes) == 0 && lastIsFile(path) && exchange(tmp.Name(), path) == nil {
 		// The last report now has the temporary name.
 		return os.Remove(tmp.Name())
 	}
@@ -402,7 +402,24 @@ func saveReview(stateDir string, r *reviewReport) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	if len(r.Changes) > 0 {
+		// The rename, on disk too.
+		d, err := os.Open(filepath.Dir(path))
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.Sync()
+	}
 	return nil
+}
+
+// lastIsFile reports whether path is a regular file or a symbolic link
+// (which an exchange replaces, as a rename does); not a directory, which
+// an exchange would move under the temporary name.
+func lastIsFile(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && (fi.Mode().IsRegular() || fi.Mode()&fs.ModeSymlink != 0)
 }
 
 // exchange swaps the files at paths a and b in one step (renameat2(2),

@@ -301,7 +301,7 @@ func TestSaveReview(t *testing.T) {
 			t.Errorf("%s: review = %d, %q; want 0 and the report", what, code, cmd.String())
 		}
 	}
-	check("the first report", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/first"}, 1) // ENOENT: renamed
+	check("the first report", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/first"}, 0) // none to exchange with: renamed
 	check("a report without changes", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/second"}, 1)
 	check("a report with changes", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/third",
 		Changes: []reviewChange{{Kind: "created", Path: "/w/third/.envrc", Rule: "<workspace>/.envrc"}}}, 0)
@@ -311,6 +311,31 @@ func TestSaveReview(t *testing.T) {
 	}
 	check("no exchange", &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/fourth"}, 1)
 	exchange = realExchange
+
+	// A directory where the report goes is not exchanged away: the save
+	// fails, as a rename over it does, and leaves both as they were.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path, "kept"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exchanges = 0
+	if err := saveReview(stateDir, &reviewReport{Schema: 1, Ended: ended, Workspace: "/w/fifth"}); err == nil || exchanges != 0 {
+		t.Errorf("a directory at last.json: saveReview = %v after %d exchanges; want an error and none", err, exchanges)
+	}
+	if names, _ := os.ReadDir(filepath.Dir(path)); len(names) != 1 {
+		t.Errorf("a directory at last.json: the review directory holds %v; want only last.json", names)
+	}
+	if _, err := os.Stat(filepath.Join(path, "kept")); err != nil {
+		t.Errorf("a directory at last.json: its content: %v", err)
+	}
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
