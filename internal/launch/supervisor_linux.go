@@ -293,8 +293,8 @@ func (p *Pending) startView(s Session, child *os.File) {
 		close(p.starting)
 		code, err := t.exited()
 		if err != nil {
-			// Reaped by someone else, which nothing in a session with a
-			// view does: not reported as the agent's success.
+			// No exit status (the spawner's report lost, its waitid
+			// refused): not reported as the agent's success.
 			p.notice("waiting for the session's PID 1: %v", err)
 			code = 125 // the launcher's own failure (SetupError's status)
 		}
