@@ -1356,7 +1356,7 @@ static int al_have_nofile;
 // runtime's sysmon sleeps 20 us at a time while the start-up keeps it busy,
 // and woke 53-57 times per run with the kernel's default 50 us (each a
 // context switch, costly where the start-up target is measured; with 1 ms,
-// 11 times: docs/design-amendments.md, the fifteenth and sixteenth
+// 10 to 11 times: docs/design-amendments.md, the fifteenth and sixteenth
 // passes). A thread's slack is what the thread that created it had, as
 // its current and its default slack (copy_process), and an execve keeps
 // it: so a thread that starts a child has the operator's slack while it
