@@ -220,6 +220,23 @@ static int read_all(int fd, void *p, size_t n) {
 	return 0;
 }
 
+// write_all writes all n bytes at p to fd (a pipe: no MSG_NOSIGNAL, and
+// the spawner, its one writer, blocks SIGPIPE with every other signal):
+// 0, else -1.
+static int write_all(int fd, const void *p, size_t n) {
+	const char *b = p;
+	while (n > 0) {
+		ssize_t k = write(fd, b, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		b += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 struct buf {
 	unsigned char *b;
 	size_t n, cap;
@@ -1531,22 +1548,6 @@ int al_spawn_view(struct al_spawn *s) {
 	return 0;
 }
 
-// spawner_write writes all of rec to fd: 0, else -1.
-static int spawner_write(int fd, const struct al_spawn_record *rec) {
-	const char *b = (const char *)rec;
-	size_t n = sizeof *rec;
-	while (n > 0) {
-		ssize_t k = write(fd, b, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		b += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 // spawner_reap waits for PID 1 (pidfd) to exit and reaps it: its exit
 // status for the launcher (128+N when signal N killed it) in rec, or the
 // error.
@@ -1595,7 +1596,7 @@ static void *spawner_main(void *arg) {
 			rec.err = errno;
 		}
 	}
-	int told = spawner_write(sp->out, &rec) == 0;
+	int told = write_all(sp->out, &rec, sizeof rec) == 0;
 	if (pidfd >= 0 && (rec.result != 0 || !told)) {
 		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		struct al_spawn_record ignored = {0};
@@ -1607,7 +1608,7 @@ static void *spawner_main(void *arg) {
 		struct al_spawn_record end = {.kind = AL_SPAWN_EXITED, .pidfd = -1};
 		spawner_reap(pidfd, &end);
 		close(pidfd);
-		spawner_write(sp->out, &end);
+		write_all(sp->out, &end, sizeof end);
 	}
 	close(sp->out);
 	for (char **e = (char **)sp->s.envp; e != NULL && *e != NULL; e++)
