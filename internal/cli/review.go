@@ -359,8 +359,9 @@ func reviewFile(stateDir string) string { return filepath.Join(stateDir, "review
 //
 // A report with changes is synced to disk before it takes that place, and
 // the directory after: it is the record of what the agent left where
-// programs outside the session will run it, and it outlives a crash. A report without changes,
-// every other session's, is not, and takes the place by an exchange
+// programs outside the session will run it, and it outlives a crash. A
+// report without changes, every other session's, is not, and takes the
+// place by an exchange
 // (renameat2 RENAME_EXCHANGE) with the last one, which is then removed:
 // renamed over an existing file, ext4 (auto_da_alloc) allocates and starts
 // writing the new file's blocks in the rename, which was 0.35-0.4 ms of
