@@ -1,6 +1,7 @@
 package landlock
 
 import (
+	"encoding/binary"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -86,31 +87,71 @@ func readDir(path string, stamp bool) ([]DirEntry, Stamp, bool, error) {
 }
 
 func readDirFD(fd int, path string) ([]DirEntry, error) {
+	var out []DirEntry
+	partial, err := direntsFD(fd, path, func(batch int, name string, _ uint64, typ byte) error {
+		t := TypeOther
+		switch typ {
+		case unix.DT_DIR:
+			t = TypeDir
+		case unix.DT_REG:
+			t = TypeFile
+		case unix.DT_LNK:
+			t = TypeSymlink
+		case unix.DT_UNKNOWN:
+			var st unix.Stat_t
+			if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				if err == unix.ENOENT {
+					return nil // removed since it was listed, as os.ReadDir skips it
+				}
+				return &fs.PathError{Op: "lstat", Path: path + "/" + name, Err: err}
+			}
+			t = modeType(st.Mode)
+		}
+		if out == nil {
+			// Room for the batch at once (a record takes at least 24
+			// bytes); an empty directory allocates nothing.
+			out = make([]DirEntry, 0, batch/24)
+		}
+		out = append(out, DirEntry{Name: name, Type: t})
+		return nil
+	})
+	if err != nil && !partial {
+		return nil, err
+	}
+	// With a failed getdents64, what was listed before it, as os.ReadDir
+	// returns it.
+	sortEntries(out)
+	return out, err
+}
+
+// direntsFD calls fn with each entry of the directory open at fd but "."
+// and "..": the size of its getdents64 batch, its name, inode number and
+// type (DT_*), in the order the kernel gives them. The names of one batch
+// share one allocation. fn's error ends the listing and is returned, as is
+// a malformed record's (EIO); partial says that a getdents64 call failed,
+// after the entries fn was given.
+func direntsFD(fd int, path string, fn func(batch int, name string, ino uint64, typ byte) error) (partial bool, err error) {
 	bp := direntBufs.Get().(*[]byte)
 	defer direntBufs.Put(bp)
 	buf := *bp
-	var out []DirEntry
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			// What was listed before the error, as os.ReadDir returns it.
-			sortEntries(out)
-			return out, &fs.PathError{Op: "readdirent", Path: path, Err: err}
+			return true, &fs.PathError{Op: "readdirent", Path: path, Err: err}
 		}
 		if n <= 0 {
-			break
+			return false, nil
 		}
 		batch := string(buf[:n]) // one allocation for the batch's names
 		for off := 0; off+19 <= n; {
 			reclen := int(buf[off+16]) | int(buf[off+17])<<8
 			if reclen < 19 || off+reclen > n {
-				return nil, &fs.PathError{Op: "readdirent", Path: path, Err: unix.EIO}
+				return false, &fs.PathError{Op: "readdirent", Path: path, Err: unix.EIO}
 			}
-			ino := uint64(buf[off]) | uint64(buf[off+1])<<8 | uint64(buf[off+2])<<16 | uint64(buf[off+3])<<24 |
-				uint64(buf[off+4])<<32 | uint64(buf[off+5])<<40 | uint64(buf[off+6])<<48 | uint64(buf[off+7])<<56
+			ino := binary.NativeEndian.Uint64(buf[off:])
 			typ := buf[off+18]
 			end := off + 19
 			for end < off+reclen && buf[end] != 0 {
@@ -121,34 +162,11 @@ func readDirFD(fd int, path string) ([]DirEntry, error) {
 			if ino == 0 || name == "." || name == ".." {
 				continue
 			}
-			t := TypeOther
-			switch typ {
-			case unix.DT_DIR:
-				t = TypeDir
-			case unix.DT_REG:
-				t = TypeFile
-			case unix.DT_LNK:
-				t = TypeSymlink
-			case unix.DT_UNKNOWN:
-				var st unix.Stat_t
-				if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-					if err == unix.ENOENT {
-						continue // removed since it was listed, as os.ReadDir skips it
-					}
-					return nil, &fs.PathError{Op: "lstat", Path: path + "/" + name, Err: err}
-				}
-				t = modeType(st.Mode)
+			if err := fn(n, name, ino, typ); err != nil {
+				return false, err
 			}
-			if out == nil {
-				// Room for the batch at once (a record takes at least
-				// 24 bytes); an empty directory allocates nothing.
-				out = make([]DirEntry, 0, n/24)
-			}
-			out = append(out, DirEntry{Name: name, Type: t})
 		}
 	}
-	sortEntries(out)
-	return out, nil
 }
 
 // sortEntries sorts a listing by name, as os.ReadDir returns it.
@@ -267,6 +285,68 @@ func trustedDev(dirfd int, path string, flags int, dev uint64) bool {
 // (stamp.go), false when it is no directory or its filesystem's change
 // times are not trusted. Take it before listing the directory.
 func StampDir(path string) (Stamp, bool) { return osFS{}.dirStamp(path) }
+
+// DirListing is a directory's entries by inode number (DirInodes).
+type DirListing struct {
+	// Dev and Ino identify the directory listed; Born is its birth time
+	// (ns since the epoch), 0 where the file system does not keep one.
+	Dev, Ino uint64
+	Born     int64
+	// Stamp is the directory's, taken before the listing; Stamped is false
+	// where its filesystem's change times are not trusted (stamp.go).
+	Stamp   Stamp
+	Stamped bool
+	// Inodes is each entry's inode number as the listing gives it (d_ino:
+	// under a mount point, the covered directory's), by name.
+	Inodes map[string]uint64
+}
+
+// DirInodes lists the directory at path on the running system, a symlink
+// there not followed, with its identity and stamp from the listing's own
+// descriptor: what a rename does to path meanwhile does not mix two
+// directories.
+func DirInodes(path string) (DirListing, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	for err == unix.EINTR {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return DirListing{}, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+		return DirListing{}, &fs.PathError{Op: "statx", Path: path, Err: err}
+	}
+	l := DirListing{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Born: bornOf(&stx), Inodes: map[string]uint64{}}
+	l.Stamp, l.Stamped = stampAt(fd, "", unix.AT_EMPTY_PATH)
+	if _, err := direntsFD(fd, path, func(_ int, name string, ino uint64, _ byte) error {
+		l.Inodes[name] = ino
+		return nil
+	}); err != nil {
+		return DirListing{}, err
+	}
+	return l, nil
+}
+
+// Born returns the birth time of path on the running system, a symlink
+// there not followed, in ns since the epoch: 0 where its file system keeps
+// none, or path cannot be asked.
+func Born(path string) int64 {
+	var stx unix.Statx_t
+	if unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BTIME, &stx) != nil {
+		return 0
+	}
+	return bornOf(&stx)
+}
+
+// bornOf is the birth time statx gave in stx, as Born returns it.
+func bornOf(stx *unix.Statx_t) int64 {
+	if stx.Mask&unix.STATX_BTIME == 0 {
+		return 0
+	}
+	return stx.Btime.Sec*1e9 + int64(stx.Btime.Nsec)
+}
 
 // StampNow is the current time on the clock of the stamps, for Settled.
 func StampNow() int64 { return osFS{}.stampNow() }

@@ -207,3 +207,57 @@ func TestLstatDirLinkCount(t *testing.T) {
 		t.Fatalf("control: %s replaced by another directory gives the same answer", d)
 	}
 }
+
+// TestDirInodes: DirInodes gives every entry of a directory with the
+// inode number lstat gives it, the directory's own identity and stamp (as
+// StampDir gives them), and refuses a symlink to a directory rather than
+// list the directory it points to.
+func TestDirInodes(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	l, err := DirInodes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if l.Dev != st.Dev || l.Ino != st.Ino {
+		t.Errorf("identity %d:%d, lstat gives %d:%d", l.Dev, l.Ino, st.Dev, st.Ino)
+	}
+	if s, ok := StampDir(dir); ok != l.Stamped || s != l.Stamp {
+		t.Errorf("stamp %+v %v, StampDir gives %+v %v", l.Stamp, l.Stamped, s, ok)
+	}
+	if !l.Stamped {
+		t.Errorf("no stamp for a directory on %s", dir)
+	}
+	if len(l.Inodes) != 4 {
+		t.Errorf("entries %v, want a, b, link and sub", l.Inodes)
+	}
+	for _, name := range []string{"a", "b", "link", "sub"} {
+		if err := unix.Lstat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if ino, ok := l.Inodes[name]; !ok || ino != st.Ino {
+			t.Errorf("%s: inode %d (listed: %v), lstat gives %d", name, ino, ok, st.Ino)
+		}
+	}
+	linked := filepath.Join(t.TempDir(), "to-dir")
+	if err := os.Symlink(dir, linked); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := DirInodes(linked); err == nil {
+		t.Errorf("DirInodes followed a symlink: %v", l.Inodes)
+	}
+}

@@ -13,63 +13,361 @@ import (
 	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
-// TestWatchCarvedStop: an entry created from outside in a watched carved
-// directory is noticed (the control); once stop has returned, none is,
-// stop returns without waiting for the watching goroutine, and the
-// inotify descriptor is closed soon after.
+// watchHarness runs watchCarved on a plan of carved directories made for
+// the test, looking every few milliseconds, and collects its notices.
+type watchHarness struct {
+	t       *testing.T
+	mu      sync.Mutex
+	notices []string
+	stop    func()
+}
+
+// carvedAt returns the plan's entry for dir, a carved directory that keeps
+// kept.
+func carvedAt(t *testing.T, dir, kept string) landlock.Carved {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return landlock.Carved{Path: dir, Kept: kept, Dev: st.Dev, Ino: st.Ino}
+}
+
+// ruleFor returns a rule that grants path as it is now.
+func ruleFor(t *testing.T, path string) landlock.Rule {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return landlock.Rule{Path: path, Dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, Access: landlock.ReadFile, Dev: st.Dev, Ino: st.Ino}
+}
+
+func startWatch(t *testing.T, pl *landlock.Plan) *watchHarness {
+	t.Helper()
+	saved := carvedWatchEvery
+	carvedWatchEvery = 5 * time.Millisecond
+	h := &watchHarness{t: t}
+	h.stop = watchCarved(pl, func(msg string) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.notices = append(h.notices, msg)
+	})
+	t.Cleanup(func() {
+		h.stop()
+		carvedWatchEvery = saved
+	})
+	// The watch's first listing is what it compares with: let it be taken
+	// before the test changes anything (a few looks).
+	time.Sleep(30 * time.Millisecond)
+	return h
+}
+
+func (h *watchHarness) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.notices...)
+}
+
+// waitFor waits up to 10 s for n notices and returns them.
+func (h *watchHarness) waitFor(n int) []string {
+	for deadline := time.Now().Add(10 * time.Second); len(h.got()) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	return h.got()
+}
+
+// quiet waits for many looks and returns the notices given.
+func (h *watchHarness) quiet() []string {
+	time.Sleep(100 * time.Millisecond)
+	return h.got()
+}
+
+func mustWrite(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchCarvedEntries: in a watched carved directory, an entry created
+// from outside, one replaced by a rename over it (an editor's atomic save)
+// and a granted file moved in from elsewhere each get one notice, naming
+// them, the last a warning; a file written in place, whose rule still
+// holds, gets none, and neither does anything in an unwatched directory
+// (one whose kept rights let the agent create entries).
+func TestWatchCarvedEntries(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "carved")
+	open := filepath.Join(root, "open")
+	other := filepath.Join(root, "other")
+	for _, d := range []string{dir, open, other} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved, inPlace, granted := filepath.Join(dir, "saved"), filepath.Join(dir, "in-place"), filepath.Join(other, "granted")
+	for _, p := range []string{saved, inPlace, granted} {
+		mustWrite(t, p)
+	}
+	pl := &landlock.Plan{
+		Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir"), carvedAt(t, open, "read_file|read_dir|make_reg")},
+		Rules:  []landlock.Rule{ruleFor(t, saved), ruleFor(t, inPlace), ruleFor(t, granted)},
+	}
+	h := startWatch(t, pl)
+	if n := h.quiet(); len(n) != 0 {
+		t.Fatalf("notices with nothing changed: %q", n)
+	}
+
+	// Changes that need no notice.
+	if err := os.WriteFile(inPlace, []byte("new content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(open, "made"))
+	if n := h.quiet(); len(n) != 0 {
+		t.Fatalf("notices for a write in place and a file in an unwatched directory: %q", n)
+	}
+
+	mustWrite(t, filepath.Join(dir, "new"))
+	tmp := filepath.Join(root, "saved.tmp")
+	mustWrite(t, tmp)
+	if err := os.Rename(tmp, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(granted, filepath.Join(dir, "moved-in")); err != nil {
+		t.Fatal(err)
+	}
+	n := h.waitFor(3)
+	want := []string{
+		filepath.Join(dir, "moved-in") + " is now " + granted + ", moved there from outside the session",
+		filepath.Join(dir, "new") + " was created or replaced from outside the session",
+		saved + " was created or replaced from outside the session",
+	}
+	if len(n) != len(want) {
+		t.Fatalf("notices %q; want one each for %s", n, []string{"moved-in", "new", "saved"})
+	}
+	for _, w := range want {
+		found := false
+		for _, msg := range n {
+			found = found || strings.Contains(msg, w)
+		}
+		if !found {
+			t.Errorf("no notice says %q; notices: %q", w, n)
+		}
+	}
+	for _, msg := range n {
+		if strings.Contains(msg, "moved-in") && !strings.HasPrefix(msg, "WARNING: ") {
+			t.Errorf("the moved-in notice is not a warning: %q", msg)
+		}
+	}
+
+	// The same path again: no second notice.
+	if err := os.Remove(filepath.Join(dir, "new")); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(dir, "new"))
+	if n := h.quiet(); len(n) != 3 {
+		t.Errorf("notices after a path that had one changed again: %q", n[3:])
+	}
+}
+
+// TestWatchCarvedReusedInode: a file removed and made again at its name,
+// and a watched directory removed and made again at its path, each get a
+// notice even when the new one has the old inode number (ext4 gives a
+// freed inode number back at once): the birth time tells them apart. The
+// directory is watched twice, as an entry of a watched directory and
+// itself; a third, alone, only itself.
+func TestWatchCarvedReusedInode(t *testing.T) {
+	root := t.TempDir()
+	dir, sub, alone := filepath.Join(root, "carved"), filepath.Join(root, "carved", "sub"), filepath.Join(root, "alone")
+	for _, d := range []string{sub, alone} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	file := filepath.Join(dir, "file")
+	mustWrite(t, file)
+	ino := func(p string) uint64 {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ino
+	}
+	fileIno, subIno, aloneIno := ino(file), ino(sub), ino(alone)
+	pl := &landlock.Plan{
+		Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir"), carvedAt(t, sub, "read_dir"), carvedAt(t, alone, "read_dir")},
+		Rules:  []landlock.Rule{ruleFor(t, file)},
+	}
+	h := startWatch(t, pl)
+	if n := h.quiet(); len(n) != 0 {
+		t.Fatalf("notices with nothing changed: %q", n)
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, file)
+	for _, d := range []string{sub, alone} {
+		if err := os.Remove(d); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	reused := ino(file) == fileIno && ino(sub) == subIno && ino(alone) == aloneIno
+	if sfs.Type == unix.EXT4_SUPER_MAGIC && !reused {
+		t.Fatalf("ext4 did not give the freed inode numbers back (file %d -> %d, sub %d -> %d, alone %d -> %d): the case this test is for did not happen",
+			fileIno, ino(file), subIno, ino(sub), aloneIno, ino(alone))
+	}
+	t.Logf("inode numbers reused: %v", reused)
+	n := h.waitFor(3)
+	if len(n) != 3 {
+		t.Fatalf("notices %q; want one each for %s, %s and %s", n, file, sub, alone)
+	}
+	// The directory is also an entry of the one above it, whose look may
+	// come first: either notice names it.
+	for _, w := range []string{file + " was created or replaced", sub + " was ", alone + " was moved or deleted"} {
+		found := false
+		for _, msg := range n {
+			found = found || strings.HasPrefix(msg, w)
+		}
+		if !found {
+			t.Errorf("no notice starts %q; notices: %q", w, n)
+		}
+	}
+}
+
+// TestWatchCarvedDirMoved: a watched carved directory moved away (and
+// another made at its path) gets one notice; its sibling, moved nowhere,
+// none until an entry appears in it (the control: it is still watched).
+func TestWatchCarvedDirMoved(t *testing.T) {
+	root := t.TempDir()
+	moved, kept := filepath.Join(root, "moved"), filepath.Join(root, "kept")
+	for _, d := range []string{moved, kept} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := startWatch(t, &landlock.Plan{Carved: []landlock.Carved{carvedAt(t, moved, "read_dir"), carvedAt(t, kept, "read_dir")}})
+	if err := os.Rename(moved, filepath.Join(root, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(moved, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.waitFor(1); len(n) != 1 || !strings.HasPrefix(n[0], moved+" was moved or deleted from outside the session") {
+		t.Fatalf("notices %q; want one that %s was moved", n, moved)
+	}
+	mustWrite(t, filepath.Join(moved, "in-the-new-one"))
+	mustWrite(t, filepath.Join(kept, "new"))
+	n := h.waitFor(2)
+	if len(n) != 2 || !strings.HasPrefix(n[1], filepath.Join(kept, "new")+" was created or replaced") {
+		t.Fatalf("notices %q; want the move, then one for %s/new only", n, kept)
+	}
+	if n := h.quiet(); len(n) != 2 {
+		t.Errorf("more notices: %q", n[2:])
+	}
+}
+
+// TestWatchCarvedRelists: a look lists a directory again only when its
+// stamp may have changed. One whose stamp is older than the stamps'
+// settling time, on a file system whose change times are trusted, is
+// listed once; one changed less than that ago is listed at every look
+// (within a tick of the file system's clock, a change may leave the
+// change time as it was), as is one whose change times are not trusted.
+func TestWatchCarvedRelists(t *testing.T) {
+	root := t.TempDir()
+	settled, recent := filepath.Join(root, "settled"), filepath.Join(root, "recent")
+	if err := os.Mkdir(settled, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond) // the stamps' settling time is 2 s
+	if err := os.Mkdir(recent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	saved := carvedWatchEvery
+	carvedWatchEvery = 5 * time.Millisecond
+	t.Cleanup(func() { carvedWatchEvery = saved })
+	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, settled, "read_dir"), carvedAt(t, recent, "read_dir")}}, func(msg string) { t.Errorf("notice: %s", msg) })
+	go w.run()
+	time.Sleep(200 * time.Millisecond)
+	w.stop()
+	s, r := w.dirs[0].listings.Load(), w.dirs[1].listings.Load()
+	if _, trusted := landlock.StampDir(settled); trusted && s != 1 {
+		t.Errorf("a directory with a settled stamp was listed %d times, want once", s)
+	} else if !trusted && s < 5 {
+		t.Errorf("a directory whose stamps are not trusted was listed %d times in 200 ms of 5 ms looks", s)
+	}
+	if r < 5 {
+		t.Errorf("a directory with a recent stamp was listed %d times in 200 ms of 5 ms looks", r)
+	}
+}
+
+// TestWatchCarvedStop: with looks an hour apart, an entry created from
+// outside just before stop is noticed all the same (stop looks once more:
+// whatever changed before the session ended has its notice), stop does
+// not wait for a look that is due, and once it has returned no notice is
+// given.
 func TestWatchCarvedStop(t *testing.T) {
 	dir := t.TempDir()
+	saved := carvedWatchEvery
+	carvedWatchEvery = time.Hour
+	t.Cleanup(func() { carvedWatchEvery = saved })
 	var mu sync.Mutex
 	var notices []string
-	notice := func(msg string) {
+	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir")}}, func(msg string) {
 		mu.Lock()
 		defer mu.Unlock()
 		notices = append(notices, msg)
+	})
+	go w.run()
+	for deadline := time.Now().Add(10 * time.Second); w.dirs[0].listings.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
-	got := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), notices...)
+	mustWrite(t, filepath.Join(dir, "last"))
+	start := time.Now()
+	w.stop()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("stop took %v", d)
 	}
-	inotifyFDs := func() int {
-		n := 0
+	mustWrite(t, filepath.Join(dir, "after"))
+	time.Sleep(50 * time.Millisecond)
+	w.stop() // again: nothing more
+	mu.Lock()
+	defer mu.Unlock()
+	if len(notices) != 1 || !strings.Contains(notices[0], filepath.Join(dir, "last")+" was created or replaced from outside the session") {
+		t.Fatalf("notices %q; want one, for %s/last", notices, dir)
+	}
+}
+
+// TestWatchCarvedNoDescriptor: the watch holds no descriptor between its
+// looks (no inotify instance, whose release at exit cost every run with a
+// carved directory), and nothing is watched without a carved directory.
+func TestWatchCarvedNoDescriptor(t *testing.T) {
+	fds := func() []string {
+		var out []string
 		ents, _ := os.ReadDir("/proc/self/fd")
 		for _, e := range ents {
-			if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.Contains(l, "inotify") {
-				n++
-			}
+			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			out = append(out, l)
 		}
-		return n
+		return out
 	}
-	before := inotifyFDs()
-	pl := &landlock.Plan{Carved: []landlock.Carved{{Path: dir, Kept: "read_file,read_dir"}}}
-	stop := watchCarved(pl, notice)
-	if inotifyFDs() != before+1 {
-		t.Fatalf("watchCarved opened %d inotify descriptors, want 1", inotifyFDs()-before)
+	dir := t.TempDir()
+	before := len(fds())
+	h := startWatch(t, &landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_dir")}})
+	mustWrite(t, filepath.Join(dir, "new"))
+	if n := h.waitFor(1); len(n) != 1 {
+		t.Fatalf("control: notices %q; want one", n)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "first"), nil, 0o600); err != nil {
-		t.Fatal(err)
+	if after := fds(); len(after) != before {
+		t.Errorf("descriptors open while watching: %d, before: %d (%q)", len(after), before, after)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(got()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if n := got(); len(n) != 1 || !strings.Contains(n[0], filepath.Join(dir, "first")+" was created or replaced from outside the session") {
-		t.Fatalf("control: notices %q; want one for %s/first", n, dir)
-	}
+	stop := watchCarved(&landlock.Plan{}, func(string) { t.Error("a notice without a carved directory") })
 	stop()
-	if err := os.WriteFile(filepath.Join(dir, "second"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var st unix.Stat_t
-	unix.Stat(dir, &st) // the event is queued by now; a reader still there would get it
-	for deadline := time.Now().Add(10 * time.Second); inotifyFDs() != before && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	if inotifyFDs() != before {
-		t.Errorf("the inotify descriptor is still open 10 s after stop")
-	}
-	time.Sleep(50 * time.Millisecond)
-	if n := got(); len(n) != 1 {
-		t.Errorf("notices after stop: %q", n[1:])
-	}
 }
