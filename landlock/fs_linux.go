@@ -288,21 +288,19 @@ func StampDir(path string) (Stamp, bool) { return osFS{}.dirStamp(path) }
 
 // DirListing is a directory's entries by inode number (DirInodes).
 type DirListing struct {
-	// Dev and Ino identify the directory listed; Born is its birth time
-	// (ns since the epoch), 0 where the file system does not keep one.
-	Dev, Ino uint64
-	Born     int64
-	// Stamp is the directory's, taken before the listing; Stamped is false
-	// where its filesystem's change times are not trusted (stamp.go).
-	Stamp   Stamp
-	Stamped bool
+	// Stamp is the directory's device, inode and change time, taken
+	// before the listing, on any file system (where StampDir trusts only
+	// some); Born is its birth time (ns since the epoch), 0 where the file
+	// system keeps none.
+	Stamp Stamp
+	Born  int64
 	// Inodes is each entry's inode number as the listing gives it (d_ino:
 	// under a mount point, the covered directory's), by name.
 	Inodes map[string]uint64
 }
 
 // DirInodes lists the directory at path on the running system, a symlink
-// there not followed, with its identity and stamp from the listing's own
+// there not followed, with its stamp and birth time from the listing's own
 // descriptor: what a rename does to path meanwhile does not mix two
 // directories.
 func DirInodes(path string) (DirListing, error) {
@@ -315,11 +313,10 @@ func DirInodes(path string) (DirListing, error) {
 	}
 	defer unix.Close(fd)
 	var stx unix.Statx_t
-	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &stx); err != nil {
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx); err != nil {
 		return DirListing{}, &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
-	l := DirListing{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Born: bornOf(&stx), Inodes: map[string]uint64{}}
-	l.Stamp, l.Stamped = stampAt(fd, "", unix.AT_EMPTY_PATH)
+	l := DirListing{Stamp: ChangeStamp(&stx), Born: bornOf(&stx), Inodes: map[string]uint64{}}
 	if _, err := direntsFD(fd, path, func(_ int, name string, ino uint64, _ byte) error {
 		l.Inodes[name] = ino
 		return nil
@@ -327,6 +324,12 @@ func DirInodes(path string) (DirListing, error) {
 		return DirListing{}, err
 	}
 	return l, nil
+}
+
+// ChangeStamp is the stamp of what statx described in stx (its device,
+// inode and change time), whatever its file system.
+func ChangeStamp(stx *unix.Statx_t) Stamp {
+	return Stamp{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino, Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)}
 }
 
 // Born returns the birth time of path on the running system, a symlink

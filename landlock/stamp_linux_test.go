@@ -209,8 +209,8 @@ func TestLstatDirLinkCount(t *testing.T) {
 }
 
 // TestDirInodes: DirInodes gives every entry of a directory with the
-// inode number lstat gives it, the directory's own identity and stamp (as
-// StampDir gives them), and refuses a symlink to a directory rather than
+// inode number lstat gives it, the directory's own stamp (as lstat and
+// StampDir give it) and birth time, and refuses a symlink to a directory rather than
 // list the directory it points to.
 func TestDirInodes(t *testing.T) {
 	dir := t.TempDir()
@@ -233,14 +233,18 @@ func TestDirInodes(t *testing.T) {
 	if err := unix.Lstat(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	if l.Dev != st.Dev || l.Ino != st.Ino {
-		t.Errorf("identity %d:%d, lstat gives %d:%d", l.Dev, l.Ino, st.Dev, st.Ino)
+	if l.Stamp.Dev != st.Dev || l.Stamp.Ino != st.Ino || l.Stamp.Sec != st.Ctim.Sec || l.Stamp.Nsec != st.Ctim.Nsec {
+		t.Errorf("stamp %+v, lstat gives %d:%d changed %d.%09d", l.Stamp, st.Dev, st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
 	}
-	if s, ok := StampDir(dir); ok != l.Stamped || s != l.Stamp {
-		t.Errorf("stamp %+v %v, StampDir gives %+v %v", l.Stamp, l.Stamped, s, ok)
+	if s, ok := StampDir(dir); !ok || s != l.Stamp {
+		t.Errorf("stamp %+v, StampDir gives %+v %v", l.Stamp, s, ok)
 	}
-	if !l.Stamped {
-		t.Errorf("no stamp for a directory on %s", dir)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if l.Born == 0 && sfs.Type == unix.EXT4_SUPER_MAGIC {
+		t.Errorf("no birth time for a directory on ext4 (%s)", dir)
 	}
 	if len(l.Inodes) != 4 {
 		t.Errorf("entries %v, want a, b, link and sub", l.Inodes)

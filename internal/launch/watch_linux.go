@@ -29,20 +29,24 @@ var carvedWatchEvery = time.Second
 // It looks every carvedWatchEvery instead of asking inotify: an inotify
 // descriptor with its watches cost every run with a carved directory about
 // 1 ms, most of it as the process let go of it at exit, where the kernel
-// waits for an SRCU grace period to free the marks (docs/design-amendments.md,
-// the seventeenth pass). A look costs one statx per directory. A directory
-// is listed again only when its stamp (device, inode, change time;
-// landlock.StampDir) moved, is too recent to stand for its listing, or
-// cannot be trusted. An entry listed again is new or replaced when its
-// name or its inode number (d_ino) is not the last listing's, or when it
-// was born after the watch began (statx's birth time): a file removed and
-// another made at its name may get the freed inode number back (ext4 gives
-// it at once), and only the birth time tells them apart. The watched
-// directory itself is replaced when its device and inode are not the
-// plan's, or its birth time not the first listing's. A notice comes within
-// carvedWatchEvery of the change, and at the latest at stop. Where the file
-// system keeps no birth time, a replacement that gets the old inode number
-// back goes unnoticed; it is still denied.
+// waits for an SRCU grace period to free the marks
+// (docs/design-amendments.md, the seventeenth pass).
+//
+// A look costs one statx per directory. A directory is listed again only
+// when its stamp (device, inode, change time) moved or is too recent to
+// stand for its listing (landlock.Stamp.Settled). An entry listed again is
+// new or replaced when its name or its inode number (d_ino) is not the
+// last listing's, or when it was born after the watch began (statx's birth
+// time): a file removed and another made at its name may get the freed
+// inode number back (ext4 gives it at once), and only the birth time tells
+// them apart. The watched directory itself is replaced when its device and
+// inode are not the plan's, or its birth time not the first listing's.
+//
+// A notice comes within carvedWatchEvery of the change, and at the latest
+// at stop; on a network file system, whose change times may come late from
+// a cache, later. Where the file system keeps no birth time, a replacement
+// that gets the old inode number back goes unnoticed. Either way what
+// changed is denied: the notice only says so.
 func watchCarved(pl *landlock.Plan, notice func(string)) (stop func()) {
 	w := newCarvedWatch(pl, notice)
 	if w == nil {
@@ -101,7 +105,6 @@ type carvedDir struct {
 	born     int64 // its birth time at the first listing
 	gone     bool
 	stamp    landlock.Stamp
-	stamped  bool
 	inodes   map[string]uint64
 	listings atomic.Int64 // for tests
 }
@@ -142,9 +145,11 @@ func (w *carvedWatch) look(d *carvedDir) {
 	if d.gone {
 		return
 	}
-	if d.listed && d.stamped {
+	if d.listed {
 		now := landlock.StampNow()
-		if st, ok := landlock.StampDir(d.path); ok && st == d.stamp && st.Settled(now) {
+		var stx unix.Statx_t
+		if unix.Statx(unix.AT_FDCWD, d.path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &stx) == nil &&
+			stx.Mask&unix.STATX_CTIME != 0 && landlock.ChangeStamp(&stx) == d.stamp && d.stamp.Settled(now) {
 			return
 		}
 	}
@@ -153,7 +158,7 @@ func (w *carvedWatch) look(d *carvedDir) {
 	if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) && !errors.Is(err, unix.ELOOP) {
 		return // not a change of the directory (out of descriptors, say): the next look
 	}
-	if err != nil || l.Dev != d.dev || l.Ino != d.ino || d.listed && l.Born != d.born {
+	if err != nil || l.Stamp.Dev != d.dev || l.Stamp.Ino != d.ino || d.listed && l.Born != d.born {
 		d.gone = true
 		w.say(d.path, d.path+" was moved or deleted from outside the session; what replaces it is unreachable to the agent until its next session (Landlock rules bind to the files that existed at launch)")
 		return
@@ -170,7 +175,7 @@ func (w *carvedWatch) look(d *carvedDir) {
 			w.entry(d.path + "/" + name)
 		}
 	}
-	d.listed, d.born, d.stamp, d.stamped, d.inodes = true, l.Born, l.Stamp, l.Stamped, l.Inodes
+	d.listed, d.born, d.stamp, d.inodes = true, l.Born, l.Stamp, l.Inodes
 }
 
 // bornSince reports whether born, a birth time (0: none known), lies after
