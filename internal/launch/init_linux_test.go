@@ -249,8 +249,9 @@ func TestInitStageRefusesReplacedBind(t *testing.T) {
 	}
 	err := run(b)
 	var ve *ViewError
-	if err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") || errors.As(err, &ve) {
-		t.Errorf("a replaced path: %v; want a refusal, not a view error", err)
+	var se *StaleError
+	if err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") || errors.As(err, &ve) || !errors.As(err, &se) {
+		t.Errorf("a replaced path: %v; want a refusal as a stale plan (run plans again), not a view error", err)
 	}
 	if err := os.Remove(config); err != nil {
 		t.Fatal(err)
@@ -258,8 +259,48 @@ func TestInitStageRefusesReplacedBind(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", config); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(planned()); err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") {
-		t.Errorf("a symlink at the protected name: %v; want a refusal", err)
+	if err := run(planned()); err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") || !errors.As(err, &se) {
+		t.Errorf("a symlink at the protected name: %v; want a refusal as a stale plan", err)
+	}
+}
+
+// TestInitStageRefusesReplacedRule: a Landlock rule whose path names
+// another inode than the planned one (replaced after planning) is refused
+// as a stale plan, which run answers by planning again, in a session with
+// a view and without. The control: the same rule as planned runs the
+// agent.
+func TestInitStageRefusesReplacedRule(t *testing.T) {
+	dir := t.TempDir()
+	canary := filepath.Join(dir, "canary")
+	writeCanary(t, canary)
+	granted := filepath.Join(dir, "granted")
+	if err := os.Mkdir(granted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	null := devNull(t)
+	for _, view := range []bool{true, false} {
+		run := func(r landlock.Rule) (int, error) {
+			t.Helper()
+			pl := &landlock.Plan{Handled: readExec, Canary: canary,
+				Rules: []landlock.Rule{dirRule(t, "/usr", readExec), dirRule(t, "/etc", readExec), r}}
+			s := Session{Plan: pl, Path: "/usr/bin/true", Argv: []string{"true"}, Stdin: null, Stdout: null, Stderr: null, Cwd: "/"}
+			if view {
+				s.View = &landlock.View{}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return Run(ctx, s)
+		}
+		r := dirRule(t, granted, readExec)
+		if code, err := run(r); err != nil || code != 0 {
+			t.Fatalf("view %v, control: the rule as planned: exit %d, %v; want 0", view, code, err)
+		}
+		r.Ino++
+		_, err := run(r)
+		var se *StaleError
+		if err == nil || !strings.Contains(err.Error(), "changed since planning") || !errors.As(err, &se) {
+			t.Errorf("view %v, a rule for another inode: %v; want a stale plan", view, err)
+		}
 	}
 }
 

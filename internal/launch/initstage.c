@@ -282,7 +282,7 @@ static int report(const char *type, const char *msg, uint64_t err, uint64_t rule
 	put_num(&w, err);
 	put_num(&w, rules);
 	put_num(&w, pid);
-	put_num(&w, view ? 1 : 0);
+	put_num(&w, (uint64_t)view);
 	uint32_t len = (uint32_t)(w.n - 4);
 	w.b[0] = (unsigned char)(len >> 24);
 	w.b[1] = (unsigned char)(len >> 16);
@@ -293,9 +293,13 @@ static int report(const char *type, const char *msg, uint64_t err, uint64_t rule
 	return rc;
 }
 
-// fail reports a failure before the agent started ("error"; view: the
-// private view caused it, and a start without one avoids it) and returns
-// the init stage's exit status.
+// What caused a failure reported before the agent started: the supervisor
+// starts again without the view (FAIL_VIEW), or plans again (FAIL_STALE),
+// or gives up (FAIL_PLAIN). Sent as the "error" report's last number.
+enum { FAIL_PLAIN = 0, FAIL_VIEW = 1, FAIL_STALE = 2 };
+
+// fail reports a failure before the agent started ("error"; view: its
+// cause, FAIL_*) and returns the init stage's exit status.
 static int fail(int view, const char *format, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int view, const char *format, ...) {
 	char msg[4096];
@@ -307,7 +311,7 @@ static int fail(int view, const char *format, ...) {
 	return 125;
 }
 
-// An error to pass up: its message, and whether the view caused it.
+// An error to pass up: its message, and its cause (FAIL_*).
 struct failure {
 	int view;
 	char msg[4096];
@@ -590,7 +594,7 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 		if (!same || S_ISDIR(st.st_mode) != dir || S_ISLNK(st.st_mode)) {
 			close(fd);
 			close(rfd);
-			return failf(f, 0, "landlock rule for %s: changed since planning (replaced or renamed); start again", r->path);
+			return failf(f, FAIL_STALE, "landlock rule for %s: changed since planning (replaced or renamed); start again", r->path);
 		}
 		struct al_path_beneath_attr pb = {r->access, fd};
 		if (syscall(SYS_landlock_add_rule, rfd, AL_LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0) {
@@ -934,7 +938,7 @@ static int open_checked(const char *path, const struct rule *b, struct failure *
 	int dir = (b->flags & FLAG_DIR) != 0;
 	if ((uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
 		close(fd);
-		return failf(f, 0, "view: %s was replaced after the floor was planned; start the session again", path);
+		return failf(f, FAIL_STALE, "view: %s was replaced after the floor was planned; start the session again", path);
 	}
 	return fd;
 }
@@ -951,7 +955,7 @@ static int mount_over(const char *place, const struct rule *b, struct failure *f
 	if (tree < 0) {
 		int e = errno;
 		close(fd);
-		return failf(f, 1, "protecting %s: open_tree: %s", place, errstr(e));
+		return failf(f, FAIL_VIEW, "protecting %s: open_tree: %s", place, errstr(e));
 	}
 	struct al_mount_attr attr = {AL_MOUNT_ATTR_NOSUID | AL_MOUNT_ATTR_NODEV, 0, 0, 0};
 	if (b->flags & FLAG_READ_ONLY)
@@ -960,11 +964,11 @@ static int mount_over(const char *place, const struct rule *b, struct failure *f
 		attr.attr_set |= AL_MOUNT_ATTR_NOEXEC;
 	int rc = -1;
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
-		failf(f, 1, "protecting %s: mount_setattr: %s", place, errstr(errno));
+		failf(f, FAIL_VIEW, "protecting %s: mount_setattr: %s", place, errstr(errno));
 		goto out;
 	}
 	if (syscall(SYS_move_mount, tree, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0) {
-		failf(f, 1, "protecting %s: move_mount: %s", place, errstr(errno));
+		failf(f, FAIL_VIEW, "protecting %s: move_mount: %s", place, errstr(errno));
 		goto out;
 	}
 	int top = open_checked(place, b, f);
@@ -1070,7 +1074,7 @@ static int strictly_inside(const char *p, const char *dir) {
 static int build_view(const struct config *c, struct devs *ds, struct failure *f) {
 	// The host's later mounts must not propagate in (review finding 3).
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
-		return failf(f, 1, "mount(/, MS_REC|MS_PRIVATE): %s", errstr(errno));
+		return failf(f, FAIL_VIEW, "mount(/, MS_REC|MS_PRIVATE): %s", errstr(errno));
 	// Handles on the kept paths before their parents are covered. A kept
 	// path inside another kept one comes with it.
 	int *keep_fd = calloc(c->keep.n + 1, sizeof(int));
@@ -1099,7 +1103,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		int private_ = i < c->private_.n;
 		const char *d = private_ ? c->private_.s[i] : c->hidden.s[i - c->private_.n];
 		if (mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, private_ ? "mode=1777" : "mode=0755") != 0)
-			return failf(f, 1, "mounting a private tmpfs on %s: %s", d, errstr(errno));
+			return failf(f, FAIL_VIEW, "mounting a private tmpfs on %s: %s", d, errstr(errno));
 		if (add_dev(ds, d, f) != 0)
 			return -1;
 	}
@@ -1123,7 +1127,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		char src[64];
 		snprintf(src, sizeof src, "/proc/self/fd/%d", keep_fd[i]);
 		if (mount(src, k, NULL, MS_BIND | MS_REC, NULL) != 0)
-			return failf(f, 1, "binding %s back into the view: %s", k, errstr(errno));
+			return failf(f, FAIL_VIEW, "binding %s back into the view: %s", k, errstr(errno));
 		close(keep_fd[i]);
 	}
 	free(keep_fd);
@@ -1142,7 +1146,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		char src[64];
 		snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
 		if (mount(src, b->target, NULL, MS_BIND, NULL) != 0)
-			return failf(f, 1, "binding the cache %s at %s: %s", b->source, b->target, errstr(errno));
+			return failf(f, FAIL_VIEW, "binding the cache %s at %s: %s", b->source, b->target, errstr(errno));
 		close(fd);
 	}
 	for (size_t i = 0; i < c->ncaches; i++) {
@@ -1152,13 +1156,13 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		if (seen)
 			continue;
 		if (mount("tmpfs", c->caches[i].seal, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0000") != 0)
-			return failf(f, 1, "sealing %s: %s", c->caches[i].seal, errstr(errno));
+			return failf(f, FAIL_VIEW, "sealing %s: %s", c->caches[i].seal, errstr(errno));
 		if (add_dev(ds, c->caches[i].seal, f) != 0)
 			return -1;
 	}
 	for (size_t i = 0; i < c->masked.n; i++)
 		if (mount("/dev/null", c->masked.s[i], NULL, MS_BIND, NULL) != 0 && errno != ENOENT)
-			return failf(f, 1, "masking %s: %s", c->masked.s[i], errstr(errno));
+			return failf(f, FAIL_VIEW, "masking %s: %s", c->masked.s[i], errstr(errno));
 	struct table t = {0};
 	for (size_t i = 0; i < c->nbinds; i++)
 		if (protect(&c->binds[i], &t, f) != 0)
@@ -1169,7 +1173,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		// The PID namespace's own /proc: no outside process is in it
 		// (review finding 14).
 		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
-			return failf(f, 1, "mounting a fresh /proc: %s", errstr(errno));
+			return failf(f, FAIL_VIEW, "mounting a fresh /proc: %s", errstr(errno));
 		if (add_dev(ds, "/proc", f) != 0)
 			return -1;
 	}
@@ -1179,7 +1183,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 	// operator in another user's directory): a start without the view
 	// avoids it.
 	if (c->cwd[0] != 0 && chdir(c->cwd) != 0)
-		return failf(f, 1, "entering the working directory %s in the view: %s", c->cwd, errstr(errno));
+		return failf(f, FAIL_VIEW, "entering the working directory %s in the view: %s", c->cwd, errstr(errno));
 	return 0;
 }
 

@@ -580,6 +580,8 @@ func notReady(rep report, err error, started bool) error {
 	switch {
 	case err == nil && rep.Type == msgError && rep.View:
 		return &ViewError{rep.Msg}
+	case err == nil && rep.Type == msgError && rep.Stale:
+		return &StaleError{rep.Msg}
 	case err == nil && rep.Type == msgError:
 		return &SetupError{Msg: rep.Msg}
 	case err == nil:

@@ -256,8 +256,10 @@ type report struct {
 	// Rules counts the Landlock rules in force ("ready").
 	Rules int
 	// View is set on an "error" that building the private view caused
-	// and a start without it avoids.
-	View bool
+	// and a start without it avoids; Stale on one a plan made again
+	// avoids: a path the plan names was replaced since it was planned.
+	// On the wire: one number, 0, 1 (View) or 2 (Stale).
+	View, Stale bool
 	// Pid is the agent's process id in the session's PID namespace
 	// ("started").
 	Pid int
@@ -274,8 +276,11 @@ func (r report) encode() []byte {
 	for _, n := range []int{r.Errno, r.Rules, r.Pid} {
 		b = binary.AppendUvarint(b, uint64(n))
 	}
-	if r.View {
+	switch {
+	case r.View:
 		return append(b, 1)
+	case r.Stale:
+		return append(b, 2)
 	}
 	return append(b, 0)
 }
@@ -308,11 +313,11 @@ func (r *report) decode(b []byte) error {
 	var out report
 	out.Type, out.Msg = str(), str()
 	out.Errno, out.Rules, out.Pid = int(num()), int(num()), int(num())
-	view := num()
-	if bad || view > 1 || len(b) != 0 || out.Type == "" {
+	cause := num()
+	if bad || cause > 2 || len(b) != 0 || out.Type == "" {
 		return errors.New("sync: malformed message")
 	}
-	out.View = view == 1
+	out.View, out.Stale = cause == 1, cause == 2
 	*r = out
 	return nil
 }

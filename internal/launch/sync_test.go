@@ -134,6 +134,7 @@ func TestReportRoundTrip(t *testing.T) {
 	for _, r := range []report{
 		{Type: msgReady, Rules: 151},
 		{Type: msgError, Msg: "view: mounting /tmp: \xff EPERM", View: true},
+		{Type: msgError, Msg: "landlock rule for /etc: changed since planning", Stale: true},
 		{Type: msgExecError, Errno: 2, Msg: "no such file"},
 		{Type: msgStarted, Pid: 1 << 22},
 		{Type: msgGo},
@@ -161,6 +162,13 @@ func TestReportRoundTrip(t *testing.T) {
 	long := slices.Concat([]byte{b[0] | 0x80, 0}, b[1:])
 	if err := got.decode(long); err == nil {
 		t.Errorf("a length written long decoded as %+v", got)
+	}
+	// The cause is 0, 1 (view) or 2 (stale): 3 is refused, not read as
+	// either.
+	b = report{Type: msgError, Msg: "x", Stale: true}.encode()
+	b[len(b)-1] = 3
+	if err := got.decode(b); err == nil {
+		t.Errorf("an error of cause 3 decoded as %+v", got)
 	}
 }
 
