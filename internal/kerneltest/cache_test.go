@@ -1,11 +1,15 @@
 package kerneltest
 
 import (
+	"bytes"
+	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent-launcher/agent-launcher/landlock"
 )
 
 // The agent's private cache (DESIGN.md section 7, "Usable by default"):
@@ -271,4 +275,94 @@ func TestAgentCacheNoView(t *testing.T) {
 		t.Fatalf("the start-up line does not say there is no view and no cache: %s", r)
 	}
 	wantErr(t, "GOCACHE without the view", r, "ENOENT")
+}
+
+// TestStalePlanPlannedAgain: a path of the plan replaced between the plan
+// and the init stage's Landlock rules (here: a kept plan whose rule for a
+// directory names another inode, as a replacement between the kept plan's
+// check and the rules would leave it) is found by the init stage, which
+// runs nothing; run then plans again and the agent runs under the new
+// plan, rather than run ending with "start again". The control: the kept
+// plan as it was kept runs without planning again.
+func TestStalePlanPlannedAgain(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/data/a.txt", "A")
+	s.extraEnv = []string{"AGENT_LAUNCHER_TRACE=1"}
+	// The first run's review report changes the state directory it
+	// planned: the second plans again and keeps that plan.
+	for range 2 {
+		wantOK(t, "a run that keeps its plan", s.agent("read", s.ws+"/data/a.txt"))
+	}
+	r := s.agent("read", s.ws+"/data/a.txt")
+	wantOK(t, "control: the kept plan", r)
+	if !strings.Contains(r.stderr, "floor: the kept plan holds") || strings.Contains(r.stderr, "floor: planned (") {
+		t.Fatalf("control: the second run did not use the kept plan:\n%s", r.stderr)
+	}
+
+	// The kept entry: the format line, then four fields, each its length
+	// (uvarint) and bytes; the third is the plan.
+	dir := filepath.Join(s.stateDir(), "plans")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entry string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".walk") {
+			if entry != "" {
+				t.Fatalf("more than one kept plan in %s", dir)
+			}
+			entry = filepath.Join(dir, e.Name())
+		}
+	}
+	b, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		t.Fatalf("%s: no format line", entry)
+	}
+	var fields [4][]byte
+	for i := range fields {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			t.Fatalf("%s: field %d malformed", entry, i)
+		}
+		fields[i], rest = rest[k:k+int(n)], rest[k+int(n):]
+	}
+	pl, err := landlock.DecodePlan(fields[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := false
+	for i := range pl.Rules {
+		if pl.Rules[i].Path == s.ws {
+			pl.Rules[i].Ino++
+			changed = true
+		}
+	}
+	if !changed {
+		t.Fatalf("the kept plan has no rule for the workspace %s", s.ws)
+	}
+	if fields[2], err = landlock.EncodePlan(pl); err != nil {
+		t.Fatal(err)
+	}
+	out := append(append([]byte(nil), head...), '\n')
+	for _, f := range fields {
+		out = binary.AppendUvarint(out, uint64(len(f)))
+		out = append(out, f...)
+	}
+	if err := os.WriteFile(entry, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r = s.agent("read", s.ws+"/data/a.txt")
+	wantOK(t, "a kept plan whose workspace rule names another inode", r)
+	if !strings.Contains(r.stderr, "changed since planning") || !strings.Contains(r.stderr, "floor: planned (") {
+		t.Errorf("the run did not find the stale rule and plan again:\n%s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "nothing was run") {
+		t.Errorf("the run reported a failure:\n%s", r.stderr)
+	}
 }
