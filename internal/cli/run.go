@@ -138,6 +138,7 @@ func (c *command) run(args []string) int {
 			startPending()
 		}
 	}
+	replans := 0
 	for attempt := 0; ; attempt++ {
 		var cache *agentCache
 		var hold func() bool
@@ -240,6 +241,21 @@ func (c *command) run(args []string) int {
 			stale()
 			continue
 		}
+		// The init stage found a path the plan names replaced since it
+		// was planned (between the kept plan's check and the rules, or
+		// while a plan was made): planned again, a few times at most, for
+		// a path that keeps changing.
+		// Said, since the start-up line of the plan that failed may be out.
+		if se := (*launch.StaleError)(nil); errors.As(err, &se) {
+			if replans < maxReplans {
+				replans++
+				c.errorf("%s; planning again", se)
+				stale()
+				continue
+			}
+			c.errorf("run: %s, again after planning %d times; nothing was run", se, maxReplans)
+			return ExitFailure
+		}
 		if err != nil {
 			var ee *launch.ExecError
 			if errors.As(err, &ee) {
@@ -256,6 +272,10 @@ func (c *command) run(args []string) int {
 		return code
 	}
 }
+
+// maxReplans bounds the plans made again for a path the init stage found
+// replaced since it was planned (launch.StaleError).
+const maxReplans = 3
 
 // errStalePlan: a kept plan that no longer holds, found after it was
 // used (prepareFloor with planSpeculate); run starts again, planning

@@ -282,7 +282,8 @@ func TestAgentCacheNoView(t *testing.T) {
 // directory names another inode, as a replacement between the kept plan's
 // check and the rules would leave it) is found by the init stage, which
 // runs nothing; run then plans again and the agent runs under the new
-// plan, rather than run ending with "start again". The control: the kept
+// plan, rather than run ending with "start again"; it says so, since the
+// start-up line of the plan that failed may be out. The control: the kept
 // plan as it was kept runs without planning again.
 func TestStalePlanPlannedAgain(t *testing.T) {
 	s := newSandbox(t, standard)
@@ -359,8 +360,8 @@ func TestStalePlanPlannedAgain(t *testing.T) {
 
 	r = s.agent("read", s.ws+"/data/a.txt")
 	wantOK(t, "a kept plan whose workspace rule names another inode", r)
-	if !strings.Contains(r.stderr, "changed since planning") || !strings.Contains(r.stderr, "floor: planned (") {
-		t.Errorf("the run did not find the stale rule and plan again:\n%s", r.stderr)
+	if !strings.Contains(r.stderr, s.ws+": changed since planning (replaced or renamed); planning again") || !strings.Contains(r.stderr, "floor: planned (") {
+		t.Errorf("the run did not find the stale rule, say so and plan again:\n%s", r.stderr)
 	}
 	if strings.Contains(r.stderr, "nothing was run") {
 		t.Errorf("the run reported a failure:\n%s", r.stderr)

@@ -594,7 +594,7 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 		if (!same || S_ISDIR(st.st_mode) != dir || S_ISLNK(st.st_mode)) {
 			close(fd);
 			close(rfd);
-			return failf(f, FAIL_STALE, "landlock rule for %s: changed since planning (replaced or renamed); start again", r->path);
+			return failf(f, FAIL_STALE, "landlock rule for %s: changed since planning (replaced or renamed)", r->path);
 		}
 		struct al_path_beneath_attr pb = {r->access, fd};
 		if (syscall(SYS_landlock_add_rule, rfd, AL_LANDLOCK_RULE_PATH_BENEATH, &pb, 0) != 0) {
@@ -938,7 +938,7 @@ static int open_checked(const char *path, const struct rule *b, struct failure *
 	int dir = (b->flags & FLAG_DIR) != 0;
 	if ((uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
 		close(fd);
-		return failf(f, FAIL_STALE, "view: %s was replaced after the floor was planned; start the session again", path);
+		return failf(f, FAIL_STALE, "view: %s was replaced after the floor was planned", path);
 	}
 	return fd;
 }
