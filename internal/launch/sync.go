@@ -90,12 +90,15 @@
 //	      pass its status through
 //
 // Any failure in steps 2-5 is reported as <- "error" and the init stage
-// exits 125 without running the agent; an "error" with "view" set came
+// exits 125 without running the agent. An "error" with "view" set came
 // from the mounts of step 3, and the supervisor may start again without a
-// view: it looks for an answer already there as it sends "config", and
-// otherwise reads it after its own work before "go" (step 6). The supervisor kills the init stage if "config" cannot be
-// written within ReadyTimeout, or "ready" does not arrive within
-// ReadyTimeout of "go" (the agent, if it had started, ends with it).
+// view; one with "stale" set found a path of the plan (a Landlock rule's,
+// a protected path's) replaced since it was planned, and run plans again
+// (StaleError). The supervisor looks for an answer already there as it
+// sends "config", and otherwise reads it after its own work before "go"
+// (step 6). It kills the init stage if "config" cannot be written within
+// ReadyTimeout, or "ready" does not arrive within ReadyTimeout of "go"
+// (the agent, if it had started, ends with it).
 // Frames are at most maxFrame bytes.
 package launch
 
