@@ -294,6 +294,12 @@ type DirListing struct {
 	// system keeps none.
 	Stamp Stamp
 	Born  int64
+	// Trusted: the directory's file system is one whose change times the
+	// plan cache trusts (stamp.go: ext2-4, xfs, btrfs, tmpfs, f2fs), whose
+	// birth times are also fixed for an inode's life. Elsewhere a change
+	// time may come late from a cache or a daemon, and overlayfs gives a
+	// file a new birth time when it copies it up to be written.
+	Trusted bool
 	// Inodes is each entry's inode number as the listing gives it (d_ino:
 	// under a mount point, the covered directory's), by name.
 	Inodes map[string]uint64
@@ -316,7 +322,9 @@ func DirInodes(path string) (DirListing, error) {
 	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &stx); err != nil {
 		return DirListing{}, &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
-	l := DirListing{Stamp: ChangeStamp(&stx), Born: bornOf(&stx), Inodes: map[string]uint64{}}
+	var sfs unix.Statfs_t
+	trusted := unix.Fstatfs(fd, &sfs) == nil && trustedStampFS[int64(sfs.Type)]
+	l := DirListing{Stamp: ChangeStamp(&stx), Born: bornOf(&stx), Trusted: trusted, Inodes: map[string]uint64{}}
 	if _, err := direntsFD(fd, path, func(_ int, name string, ino uint64, _ byte) error {
 		l.Inodes[name] = ino
 		return nil

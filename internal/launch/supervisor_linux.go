@@ -403,6 +403,13 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 	if p.done {
 		return 0, &SetupError{Msg: "init stage: already used"}
 	}
+	// The carved directories' watch (below) ends after cleanup, which
+	// gives the operator's terminal back from the pty relay: the lines of
+	// its last look are plain ones, after the agent's last output. It
+	// looks once more only if the agent started.
+	stopWatch := func(bool) {}
+	started := false
+	defer func() { stopWatch(started) }()
 	defer p.cleanup()
 	if err := p.wait(); err != nil {
 		return 0, err
@@ -454,7 +461,6 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 			}
 		}
 	}()
-	started := false
 	defer func() {
 		<-caught
 		if started && s.KeepCatching {
@@ -508,8 +514,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 	if s.Ready != nil {
 		s.Ready(p.end)
 	}
-	stopWatch := watchCarved(s.Plan, s.Notice)
-	defer stopWatch()
+	stopWatch = watchCarved(s.Plan, s.Notice)
 	// The init stage's own deadline starts now: BeforeStart's time (a
 	// review walk of a large tree) is not its.
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ type watchHarness struct {
 	t       *testing.T
 	mu      sync.Mutex
 	notices []string
-	stop    func()
+	stop    func(look bool)
 }
 
 // carvedAt returns the plan's entry for dir, a carved directory that keeps
@@ -54,7 +55,7 @@ func startWatch(t *testing.T, pl *landlock.Plan) *watchHarness {
 		h.notices = append(h.notices, msg)
 	})
 	t.Cleanup(func() {
-		h.stop()
+		h.stop(true)
 		carvedWatchEvery = saved
 	})
 	// The watch's first listing is what it compares with: let it be taken
@@ -233,7 +234,7 @@ func TestWatchCarvedReusedInode(t *testing.T) {
 			}
 		}
 		reused := ino(file) == fileIno && ino(sub) == subIno && ino(alone) == aloneIno
-		w.stop()
+		w.stop(true)
 		mu.Lock()
 		n := notices
 		mu.Unlock()
@@ -319,7 +320,7 @@ func TestWatchCarvedRelists(t *testing.T) {
 	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, settled, "read_dir"), carvedAt(t, recent, "read_dir")}}, func(msg string) { t.Errorf("notice: %s", msg) })
 	go w.run()
 	time.Sleep(200 * time.Millisecond)
-	w.stop()
+	w.stop(true)
 	s, r := w.dirs[0].listings.Load(), w.dirs[1].listings.Load()
 	if s != 1 {
 		t.Errorf("a directory with a settled stamp was listed %d times, want once", s)
@@ -352,13 +353,13 @@ func TestWatchCarvedStop(t *testing.T) {
 	}
 	mustWrite(t, filepath.Join(dir, "last"))
 	start := time.Now()
-	w.stop()
+	w.stop(true)
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("stop took %v", d)
 	}
 	mustWrite(t, filepath.Join(dir, "after"))
 	time.Sleep(50 * time.Millisecond)
-	w.stop() // again: nothing more
+	w.stop(true) // again: nothing more
 	mu.Lock()
 	defer mu.Unlock()
 	if len(notices) != 1 || !strings.Contains(notices[0], filepath.Join(dir, "last")+" was created or replaced from outside the session") {
@@ -390,5 +391,127 @@ func TestWatchCarvedNoDescriptor(t *testing.T) {
 		t.Errorf("descriptors open while watching: %d, before: %d (%q)", len(after), before, after)
 	}
 	stop := watchCarved(&landlock.Plan{}, func(string) { t.Error("a notice without a carved directory") })
-	stop()
+	stop(true)
+}
+
+// collect returns a notice function that keeps the notices, and a function
+// that returns them so far.
+func collect() (func(string), func() []string) {
+	var mu sync.Mutex
+	var notices []string
+	return func(msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			notices = append(notices, msg)
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), notices...)
+		}
+}
+
+// slowWatch sets the looks an hour apart for the test: only the first and
+// the one at stop happen.
+func slowWatch(t *testing.T) {
+	saved := carvedWatchEvery
+	carvedWatchEvery = time.Hour
+	t.Cleanup(func() { carvedWatchEvery = saved })
+}
+
+// firstLook waits for w's first look at its first directory.
+func firstLook(t *testing.T, w *carvedWatch) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); w.dirs[0].listings.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no first look within 10 s")
+		}
+	}
+}
+
+// TestWatchCarvedStopWithoutLook: stopped without a last look (the agent
+// never started: run may plan again because of that very change), the
+// watch reports nothing of what changed since its first look. The control:
+// the same change, stopped with a last look, is reported.
+func TestWatchCarvedStopWithoutLook(t *testing.T) {
+	slowWatch(t)
+	for _, look := range []bool{true, false} {
+		dir := t.TempDir()
+		notice, got := collect()
+		w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_dir")}}, notice)
+		go w.run()
+		firstLook(t, w)
+		mustWrite(t, filepath.Join(dir, "new"))
+		w.stop(look)
+		if n := got(); look && len(n) != 1 || !look && len(n) != 0 {
+			t.Errorf("stopped with a last look %v: notices %q", look, n)
+		}
+	}
+}
+
+// TestWatchCarvedStopBounded: a last look that does not come back (a file
+// system that stopped answering) keeps stop no longer than carvedStopWait,
+// and what it finds once it comes back is not reported: stop has returned.
+func TestWatchCarvedStopBounded(t *testing.T) {
+	slowWatch(t)
+	dir := t.TempDir()
+	notice, got := collect()
+	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_dir")}}, notice)
+	go w.run()
+	firstLook(t, w)
+	release := make(chan struct{})
+	lookHook = func(string) { <-release }
+	t.Cleanup(func() { lookHook = nil })
+	mustWrite(t, filepath.Join(dir, "new"))
+	start := time.Now()
+	w.stop(true)
+	if d := time.Since(start); d < carvedStopWait || d > carvedStopWait+time.Second {
+		t.Errorf("stop returned after %v with the last look held; want about %v", d, carvedStopWait)
+	}
+	close(release)
+	<-w.ended
+	if n := got(); len(n) != 0 {
+		t.Errorf("notices after stop returned: %q", n)
+	}
+}
+
+// TestWatchCarvedUntrusted: on a file system whose change times and birth
+// times are not trusted (overlayfs gives a file copied up to be written a
+// new birth time; a network file system's change time may come from a
+// cache), a directory is listed at every look, and a birth time that
+// changes while the inode stays (the copy-up) is no replacement. The
+// control: an entry made there is reported. The listing is the real one,
+// marked untrusted and given a new birth time at every listing.
+func TestWatchCarvedUntrusted(t *testing.T) {
+	saved := carvedWatchEvery
+	carvedWatchEvery = 5 * time.Millisecond
+	t.Cleanup(func() { carvedWatchEvery = saved; dirInodes = landlock.DirInodes })
+	var births atomic.Int64
+	dirInodes = func(path string) (landlock.DirListing, error) {
+		l, err := landlock.DirInodes(path)
+		l.Trusted = false
+		l.Born = births.Add(1)
+		return l, err
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "dir")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A settled stamp: on a trusted file system, listed once.
+	time.Sleep(2100 * time.Millisecond)
+	notice, got := collect()
+	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_dir")}}, notice)
+	go w.run()
+	time.Sleep(200 * time.Millisecond)
+	if n := got(); len(n) != 0 {
+		t.Fatalf("notices with nothing changed but the birth time: %q", n)
+	}
+	if l := w.dirs[0].listings.Load(); l < 5 {
+		t.Errorf("an untrusted directory was listed %d times in 200 ms of 5 ms looks", l)
+	}
+	mustWrite(t, filepath.Join(dir, "new"))
+	w.stop(true)
+	if n := got(); len(n) != 1 || !strings.HasPrefix(n[0], filepath.Join(dir, "new")+" was created or replaced") {
+		t.Errorf("control: notices %q; want one for %s/new", n, dir)
+	}
 }
