@@ -262,6 +262,14 @@ func TestInitStageRefusesReplacedBind(t *testing.T) {
 	if err := run(planned()); err == nil || !strings.Contains(err.Error(), "replaced after the floor was planned") || !errors.As(err, &se) {
 		t.Errorf("a symlink at the protected name: %v; want a refusal as a stale plan", err)
 	}
+	// Removed since it was planned: a stale plan too (planned again, it
+	// has no bind there).
+	if err := os.Remove(config); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(b); err == nil || !errors.As(err, &se) {
+		t.Errorf("a protected path removed: %v; want a refusal as a stale plan", err)
+	}
 }
 
 // TestInitStageRefusesReplacedRule: a Landlock rule whose path names
@@ -300,6 +308,35 @@ func TestInitStageRefusesReplacedRule(t *testing.T) {
 		var se *StaleError
 		if err == nil || !strings.Contains(err.Error(), "changed since planning") || !errors.As(err, &se) {
 			t.Errorf("view %v, a rule for another inode: %v; want a stale plan", view, err)
+		}
+		r.Ino--
+		// The directory replaced by a file, then by a symlink to a
+		// directory: the rule's open (O_DIRECTORY|O_NOFOLLOW) fails with
+		// ENOTDIR, which is a stale plan too.
+		moved := granted + ".moved"
+		if err := os.Rename(granted, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(granted, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(r); !errors.As(err, &se) {
+			t.Errorf("view %v, the rule's directory replaced by a file: %v; want a stale plan", view, err)
+		}
+		if err := os.Remove(granted); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(moved, granted); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run(r); !errors.As(err, &se) {
+			t.Errorf("view %v, the rule's directory replaced by a symlink to it: %v; want a stale plan", view, err)
+		}
+		if err := os.Remove(granted); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(moved, granted); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
