@@ -577,9 +577,11 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 		if (fd < 0 && errno == ENOENT)
 			continue; // removed since planning: nothing to grant; what is made there later has no rule
 		if (fd < 0) {
+			// ENOTDIR: a directory's path (or one above it) is another
+			// kind of file now, a symlink included (O_NOFOLLOW).
 			int e = errno;
 			close(rfd);
-			return failf(f, 0, "landlock rule for %s: open: %s", r->path, errstr(e));
+			return failf(f, e == ENOTDIR || e == ELOOP ? FAIL_STALE : FAIL_PLAIN, "landlock rule for %s: open: %s", r->path, errstr(e));
 		}
 		struct stat st;
 		if (fstat(fd, &st) != 0) {
@@ -588,9 +590,14 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 			close(rfd);
 			return failf(f, 0, "landlock rule for %s: fstat: %s", r->path, errstr(e));
 		}
-		int same = (uint64_t)st.st_dev == r->dev && (uint64_t)st.st_ino == r->ino;
-		if (r->flags & FLAG_VIEW)
-			same = in_devs((uint64_t)st.st_dev, devs, ndevs);
+		if ((r->flags & FLAG_VIEW) && !in_devs((uint64_t)st.st_dev, devs, ndevs)) {
+			// Not planning's doing: the view's own mounts are not where
+			// they were made. Planning again would give the same rule.
+			close(fd);
+			close(rfd);
+			return failf(f, FAIL_PLAIN, "landlock rule for %s: not on a file system of the private view", r->path);
+		}
+		int same = (r->flags & FLAG_VIEW) || ((uint64_t)st.st_dev == r->dev && (uint64_t)st.st_ino == r->ino);
 		if (!same || S_ISDIR(st.st_mode) != dir || S_ISLNK(st.st_mode)) {
 			close(fd);
 			close(rfd);
@@ -927,8 +934,12 @@ static int mnt_id(int fd, uint64_t *id) {
 // symlink, and checks that it is b's inode, of b's type.
 static int open_checked(const char *path, const struct rule *b, struct failure *f) {
 	int fd = xopen(path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
-	if (fd < 0)
-		return failf(f, 0, "view: protecting %s: %s", path, errstr(errno));
+	if (fd < 0) {
+		// Removed since planning, or a directory above it is another
+		// kind of file now: planned again, it has no protection there.
+		int e = errno;
+		return failf(f, e == ENOENT || e == ENOTDIR ? FAIL_STALE : FAIL_PLAIN, "view: protecting %s: %s", path, errstr(e));
+	}
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
 		int e = errno;
