@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,6 +289,12 @@ func TestAgentCacheNoView(t *testing.T) {
 func TestStalePlanPlannedAgain(t *testing.T) {
 	s := newSandbox(t, standard)
 	s.write("home/proj/data/a.txt", "A")
+	// A pattern that matches names anywhere, and a granted tree outside
+	// the home directory and the workspace: every plan warns that such
+	// names are not looked for there, which the run must print once, not
+	// once per plan.
+	other := s.mkdir("other")
+	s.writeAbs(s.config, "[file_policy]\ndefault = \"deny\"\npresets = [\"system\"]\n"+standard+fmt.Sprintf("read_paths = [%q, %q]\ndeny_paths = [\"**/secret.txt\"]\n", binDir+"/**", other+"/**"))
 	s.extraEnv = []string{"AGENT_LAUNCHER_TRACE=1"}
 	// The first run's review report changes the state directory it
 	// planned: the second plans again and keeps that plan.
@@ -365,5 +372,14 @@ func TestStalePlanPlannedAgain(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "nothing was run") {
 		t.Errorf("the run reported a failure:\n%s", r.stderr)
+	}
+	notes := 0
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "warning: the policy's patterns that match names anywhere") {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Errorf("the plan's warning on names matched anywhere was printed %d times, want once:\n%s", notes, r.stderr)
 	}
 }
