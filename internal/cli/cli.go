@@ -91,6 +91,9 @@ type command struct {
 	stderr io.Writer
 	// oneLine makes JSON output one object per line (explain).
 	oneLine bool
+	// planNotes: run printed a plan's notes and warnings; a plan made
+	// again in the same run (launch.StaleError) does not print them again.
+	planNotes bool
 }
 
 func (c *command) errorf(format string, args ...any) {

@@ -312,9 +312,10 @@ func (c *command) prepareFloor(e *env, p *compiled, k landlock.Kernel, cwd, noVi
 		plan, notes, err = e.planFloorAfresh(p, k.ABI, canary)
 	}
 	report := func() {
-		if noView != "" {
+		if noView != "" || c.planNotes {
 			return
 		}
+		c.planNotes = true
 		for _, n := range notes {
 			c.errorf("%s", n)
 		}
