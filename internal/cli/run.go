@@ -244,8 +244,8 @@ func (c *command) run(args []string) int {
 		// The init stage found a path the plan names replaced since it
 		// was planned (between the kept plan's check and the rules, or
 		// while a plan was made): planned again, a few times at most, for
-		// a path that keeps changing.
-		// Said, since the start-up line of the plan that failed may be out.
+		// a path that keeps changing. Said in a line, since the start-up
+		// line of the plan that failed may be out already.
 		if se := (*launch.StaleError)(nil); errors.As(err, &se) {
 			if replans < maxReplans {
 				replans++
