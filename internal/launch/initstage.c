@@ -273,7 +273,7 @@ static void put_str(struct buf *w, const char *s) {
 }
 
 // report writes one message other than "config" (report.encode).
-static int report(const char *type, const char *msg, uint64_t err, uint64_t rules, uint64_t pid, int view) {
+static int report(const char *type, const char *msg, uint64_t err, uint64_t rules, uint64_t pid, int cause) {
 	struct buf w = {0};
 	unsigned char hdr[4] = {0};
 	put(&w, hdr, 4);
@@ -282,7 +282,7 @@ static int report(const char *type, const char *msg, uint64_t err, uint64_t rule
 	put_num(&w, err);
 	put_num(&w, rules);
 	put_num(&w, pid);
-	put_num(&w, (uint64_t)view);
+	put_num(&w, (uint64_t)cause);
 	uint32_t len = (uint32_t)(w.n - 4);
 	w.b[0] = (unsigned char)(len >> 24);
 	w.b[1] = (unsigned char)(len >> 16);
@@ -298,32 +298,32 @@ static int report(const char *type, const char *msg, uint64_t err, uint64_t rule
 // or gives up (FAIL_PLAIN). Sent as the "error" report's last number.
 enum { FAIL_PLAIN = 0, FAIL_VIEW = 1, FAIL_STALE = 2 };
 
-// fail reports a failure before the agent started ("error"; view: its
+// fail reports a failure before the agent started ("error", with its
 // cause, FAIL_*) and returns the init stage's exit status.
-static int fail(int view, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int view, const char *format, ...) {
+static int fail(int cause, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int cause, const char *format, ...) {
 	char msg[4096];
 	va_list ap;
 	va_start(ap, format);
 	vsnprintf(msg, sizeof msg, format, ap);
 	va_end(ap);
-	report("error", msg, 0, 0, 0, view);
+	report("error", msg, 0, 0, 0, cause);
 	return 125;
 }
 
 // An error to pass up: its message, and its cause (FAIL_*).
 struct failure {
-	int view;
+	int cause;
 	char msg[4096];
 };
 
-static int failf(struct failure *f, int view, const char *format, ...) __attribute__((format(printf, 3, 4)));
-static int failf(struct failure *f, int view, const char *format, ...) {
+static int failf(struct failure *f, int cause, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static int failf(struct failure *f, int cause, const char *format, ...) {
 	va_list ap;
 	va_start(ap, format);
 	vsnprintf(f->msg, sizeof f->msg, format, ap);
 	va_end(ap);
-	f->view = view;
+	f->cause = cause;
 	return -1;
 }
 
@@ -502,10 +502,10 @@ static int cloexec_from(int min, struct failure *f) {
 	if (syscall(SYS_close_range, (unsigned)min, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS)
-		return failf(f, 0, "close_range(CLOEXEC): %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "close_range(CLOEXEC): %s", errstr(errno));
 	DIR *d = opendir("/proc/self/fd");
 	if (d == NULL)
-		return failf(f, 0, "listing the open fds: %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "listing the open fds: %s", errstr(errno));
 	int dfd = dirfd(d);
 	struct dirent *e;
 	while ((e = readdir(d)) != NULL) {
@@ -519,7 +519,7 @@ static int cloexec_from(int min, struct failure *f) {
 		if (fcntl((int)fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
 			int e2 = errno;
 			closedir(d);
-			return failf(f, 0, "fcntl(%ld, F_SETFD, FD_CLOEXEC): %s", fd, errstr(e2));
+			return failf(f, FAIL_PLAIN, "fcntl(%ld, F_SETFD, FD_CLOEXEC): %s", fd, errstr(e2));
 		}
 	}
 	closedir(d);
@@ -561,7 +561,7 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 	struct al_ruleset_attr attr = {c->handled, 0, c->scoped};
 	int rfd = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
 	if (rfd < 0)
-		return failf(f, 0, "landlock_create_ruleset(handled %#llx, scoped %#llx): %s",
+		return failf(f, FAIL_PLAIN, "landlock_create_ruleset(handled %#llx, scoped %#llx): %s",
 		             (unsigned long long)c->handled, (unsigned long long)c->scoped, errstr(errno));
 	for (size_t i = 0; i < c->nrules; i++) {
 		const struct rule *r = &c->rules[i];
@@ -588,7 +588,7 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 			int e = errno;
 			close(fd);
 			close(rfd);
-			return failf(f, 0, "landlock rule for %s: fstat: %s", r->path, errstr(e));
+			return failf(f, FAIL_PLAIN, "landlock rule for %s: fstat: %s", r->path, errstr(e));
 		}
 		if ((r->flags & FLAG_VIEW) && !in_devs((uint64_t)st.st_dev, devs, ndevs)) {
 			// Not planning's doing: the view's own mounts are not where
@@ -608,7 +608,7 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 			int e = errno;
 			close(fd);
 			close(rfd);
-			return failf(f, 0, "landlock rule for %s: landlock_add_rule(%#llx): %s", r->path,
+			return failf(f, FAIL_PLAIN, "landlock rule for %s: landlock_add_rule(%#llx): %s", r->path,
 			             (unsigned long long)r->access, errstr(e));
 		}
 		// Closed by runs of consecutive descriptors, all the rules', up to
@@ -634,12 +634,12 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		int e = errno;
 		close(rfd);
-		return failf(f, 0, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(e));
+		return failf(f, FAIL_PLAIN, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(e));
 	}
 	if (syscall(SYS_landlock_restrict_self, rfd, 0) != 0) {
 		int e = errno;
 		close(rfd);
-		return failf(f, 0, "landlock_restrict_self: %s", errstr(e));
+		return failf(f, FAIL_PLAIN, "landlock_restrict_self: %s", errstr(e));
 	}
 	close(rfd);
 	return 0;
@@ -649,14 +649,14 @@ static int apply(const struct config *c, const uint64_t *devs, size_t ndevs, str
 // denies and no rule reaches must fail with EACCES.
 static int canary(const char *path, struct failure *f) {
 	if (path[0] == 0)
-		return failf(f, 0, "the plan names no canary; refusing to run without checking the floor");
+		return failf(f, FAIL_PLAIN, "the plan names no canary; refusing to run without checking the floor");
 	int fd = xopen(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0);
 	if (fd >= 0) {
 		close(fd);
-		return failf(f, 0, "the Landlock floor is not in force: the canary %s, which the policy denies, opened after restriction; refusing to run", path);
+		return failf(f, FAIL_PLAIN, "the Landlock floor is not in force: the canary %s, which the policy denies, opened after restriction; refusing to run", path);
 	}
 	if (errno != EACCES)
-		return failf(f, 0, "the canary %s could not be checked (%s, not EACCES); refusing to run", path, errstr(errno));
+		return failf(f, FAIL_PLAIN, "the canary %s could not be checked (%s, not EACCES); refusing to run", path, errstr(errno));
 	return 0;
 }
 
@@ -667,26 +667,26 @@ static int canary(const char *path, struct failure *f) {
 // undumpable (review finding 17).
 static int drop_privileges(struct failure *f) {
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return failf(f, 0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
-		return failf(f, 0, "init stage: prctl(PR_CAP_AMBIENT_CLEAR_ALL): %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_CAP_AMBIENT_CLEAR_ALL): %s", errstr(errno));
 	for (int cap = 0; cap <= 63; cap++) {
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
 			if (errno == EINVAL)
 				break; // past the kernel's last capability
-			return failf(f, 0, "init stage: prctl(PR_CAPBSET_DROP, %d): %s", cap, errstr(errno));
+			return failf(f, FAIL_PLAIN, "init stage: prctl(PR_CAPBSET_DROP, %d): %s", cap, errstr(errno));
 		}
 	}
 	// SECBIT_NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE set and
 	// locked, KEEP_CAPS locked off (capabilities(7), "securebits").
 	unsigned long bits = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 5 | 1 << 6 | 1 << 7;
 	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
-		return failf(f, 0, "init stage: prctl(PR_SET_SECUREBITS): %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_SET_SECUREBITS): %s", errstr(errno));
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	memset(data, 0, sizeof data);
 	if (syscall(SYS_capset, &hdr, data) != 0)
-		return failf(f, 0, "init stage: capset(0): %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "init stage: capset(0): %s", errstr(errno));
 	return 0;
 }
 
@@ -695,14 +695,14 @@ static int drop_privileges(struct failure *f) {
 static int check_privileges(struct failure *f) {
 	int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
 	if (nnp != 1)
-		return failf(f, 0, "init stage: no_new_privs is not set (%d); refusing to run", nnp);
+		return failf(f, FAIL_PLAIN, "init stage: no_new_privs is not set (%d); refusing to run", nnp);
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
 	if (syscall(SYS_capget, &hdr, data) != 0)
-		return failf(f, 0, "init stage: capget: %s", errstr(errno));
+		return failf(f, FAIL_PLAIN, "init stage: capget: %s", errstr(errno));
 	for (int i = 0; i < 2; i++)
 		if (data[i].effective != 0 || data[i].permitted != 0)
-			return failf(f, 0, "init stage: the init stage still holds capabilities (effective %#x, permitted %#x); refusing to run",
+			return failf(f, FAIL_PLAIN, "init stage: the init stage still holds capabilities (effective %#x, permitted %#x); refusing to run",
 			             data[i].effective, data[i].permitted);
 	return 0;
 }
@@ -716,15 +716,15 @@ static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, i
 	struct failure f;
 	if (c->confined) {
 		if (apply(c, devs, ndevs, &f) != 0)
-			return fail(f.view, "%s", f.msg);
+			return fail(f.cause, "%s", f.msg);
 	} else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-		return fail(0, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(errno));
+		return fail(FAIL_PLAIN, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(errno));
 	}
 	if (drop_caps && (drop_privileges(&f) != 0 || check_privileges(&f) != 0))
-		return fail(f.view, "%s", f.msg);
+		return fail(f.cause, "%s", f.msg);
 	trace("init stage: Landlock in force");
 	if (c->confined && canary(c->canary, &f) != 0)
-		return fail(f.view, "%s", f.msg);
+		return fail(f.cause, "%s", f.msg);
 	if (report("ready", "", 0, c->confined ? c->nrules : 0, 0, 0) != 0)
 		return 125;
 	if (wait_go() != 0)
@@ -801,7 +801,7 @@ struct devs {
 static int add_dev(struct devs *ds, const char *path, struct failure *f) {
 	struct stat st;
 	if (lstat(path, &st) != 0)
-		return failf(f, 0, "view: %s: %s", path, errstr(errno));
+		return failf(f, FAIL_PLAIN, "view: %s: %s", path, errstr(errno));
 	uint64_t *d = realloc(ds->d, (ds->n + 1) * sizeof *d);
 	if (d == NULL)
 		_exit(125);
@@ -861,7 +861,7 @@ static void unescape(char *s) {
 static int read_table(struct table *t, const char *path, struct failure *f) {
 	int fd = xopen("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
-		return failf(f, 0, "view: protecting %s: %s", path, errstr(errno));
+		return failf(f, FAIL_PLAIN, "view: protecting %s: %s", path, errstr(errno));
 	struct buf w = {0};
 	char chunk[65536];
 	for (;;) {
@@ -871,7 +871,7 @@ static int read_table(struct table *t, const char *path, struct failure *f) {
 		if (k < 0) {
 			int e = errno;
 			close(fd);
-			return failf(f, 0, "view: protecting %s: reading the mount table: %s", path, errstr(e));
+			return failf(f, FAIL_PLAIN, "view: protecting %s: reading the mount table: %s", path, errstr(e));
 		}
 		if (k == 0)
 			break;
@@ -897,7 +897,7 @@ static int read_table(struct table *t, const char *path, struct failure *f) {
 		unsigned long long id = nf < 5 ? 0 : strtoull(fs[0], &end, 10);
 		if (nf < 5 || *end != 0) {
 			free(w.b);
-			return failf(f, 0, "view: protecting %s: mountinfo line %zu: malformed", path, line);
+			return failf(f, FAIL_PLAIN, "view: protecting %s: mountinfo line %zu: malformed", path, line);
 		}
 		struct mount *m = realloc(t->m, (t->n + 1) * sizeof *m);
 		if (m == NULL)
@@ -944,7 +944,7 @@ static int open_checked(const char *path, const struct rule *b, struct failure *
 	if (fstat(fd, &st) != 0) {
 		int e = errno;
 		close(fd);
-		return failf(f, 0, "view: protecting %s: %s", path, errstr(e));
+		return failf(f, FAIL_PLAIN, "view: protecting %s: %s", path, errstr(e));
 	}
 	int dir = (b->flags & FLAG_DIR) != 0;
 	if ((uint64_t)st.st_dev != b->dev || (uint64_t)st.st_ino != b->ino || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))) {
@@ -988,13 +988,13 @@ static int mount_over(const char *place, const struct rule *b, struct failure *f
 	uint64_t under, over;
 	struct statfs sfs;
 	if (mnt_id(fd, &under) != 0 || mnt_id(top, &over) != 0)
-		failf(f, 0, "view: protecting %s: statx: %s", place, errstr(errno));
+		failf(f, FAIL_PLAIN, "view: protecting %s: statx: %s", place, errstr(errno));
 	else if (under == over)
-		failf(f, 0, "view: protecting %s: the mount over it did not take", place);
+		failf(f, FAIL_PLAIN, "view: protecting %s: the mount over it did not take", place);
 	else if (fstatfs(top, &sfs) != 0)
-		failf(f, 0, "view: protecting %s: %s", place, errstr(errno));
+		failf(f, FAIL_PLAIN, "view: protecting %s: %s", place, errstr(errno));
 	else if ((b->flags & FLAG_READ_ONLY) && !(sfs.f_flags & ST_RDONLY))
-		failf(f, 0, "view: protecting %s: the mount over it is not read-only", place);
+		failf(f, FAIL_PLAIN, "view: protecting %s: the mount over it is not read-only", place);
 	else
 		rc = 0;
 	close(top);
@@ -1018,7 +1018,7 @@ static int protect(const struct rule *b, struct table *t, struct failure *f) {
 	if (mnt_id(fd, &id) != 0) {
 		int e = errno;
 		close(fd);
-		return failf(f, 0, "view: protecting %s: statx: %s", b->path, errstr(e));
+		return failf(f, FAIL_PLAIN, "view: protecting %s: statx: %s", b->path, errstr(e));
 	}
 	close(fd);
 	// The table is read again when it lacks the mount the path was opened
@@ -1032,10 +1032,10 @@ static int protect(const struct rule *b, struct table *t, struct failure *f) {
 				home = &t->m[i];
 	}
 	if (home == NULL)
-		return failf(f, 0, "view: protecting %s: its mount %llu is not in the mount table", b->path, (unsigned long long)id);
+		return failf(f, FAIL_PLAIN, "view: protecting %s: its mount %llu is not in the mount table", b->path, (unsigned long long)id);
 	const char *rel = below(b->path, home->point);
 	if (rel == NULL)
-		return failf(f, 0, "view: protecting %s: it does not lie below its mount point %s", b->path, home->point);
+		return failf(f, FAIL_PLAIN, "view: protecting %s: it does not lie below its mount point %s", b->path, home->point);
 	char *in_fs = join_rel(home->root, rel);
 	char *device = xstrdup(home->device);
 	size_t nplaces = 1;
@@ -1103,10 +1103,10 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		if (fd < 0 && errno == ENOENT)
 			continue; // gone since planning: the plan's rules for it are skipped too
 		if (fd < 0)
-			return failf(f, 0, "view: opening %s to keep it: %s", c->keep.s[i], errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: opening %s to keep it: %s", c->keep.s[i], errstr(errno));
 		struct stat st;
 		if (fstat(fd, &st) != 0)
-			return failf(f, 0, "view: %s: %s", c->keep.s[i], errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: %s: %s", c->keep.s[i], errstr(errno));
 		keep_fd[i] = fd;
 		keep_dir[i] = S_ISDIR(st.st_mode);
 	}
@@ -1124,7 +1124,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		const char *k = c->keep.s[i];
 		char *parent = parent_of(k);
 		if (mkdir_all(parent) != 0)
-			return failf(f, 0, "view: making the way to %s: %s", k, errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: making the way to %s: %s", k, errstr(errno));
 		free(parent);
 		int rc;
 		if (keep_dir[i]) {
@@ -1134,7 +1134,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 			rc = fd < 0 ? -1 : close(fd);
 		}
 		if (rc != 0)
-			return failf(f, 0, "view: a mount point for %s: %s", k, errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: a mount point for %s: %s", k, errstr(errno));
 		char src[64];
 		snprintf(src, sizeof src, "/proc/self/fd/%d", keep_fd[i]);
 		if (mount(src, k, NULL, MS_BIND | MS_REC, NULL) != 0)
@@ -1149,10 +1149,10 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 		const struct cache_bind *b = &c->caches[i];
 		int fd = xopen(b->source, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC, 0);
 		if (fd < 0) // made before planning: gone or replaced since, the plan is stale
-			return failf(f, 0, "view: opening the cache %s to bind it: %s", b->source, errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: opening the cache %s to bind it: %s", b->source, errstr(errno));
 		char *parent = parent_of(b->target);
 		if (mkdir_all(parent) != 0 || mkdir(b->target, 0700) != 0)
-			return failf(f, 0, "view: a mount point for %s: %s", b->target, errstr(errno));
+			return failf(f, FAIL_PLAIN, "view: a mount point for %s: %s", b->target, errstr(errno));
 		free(parent);
 		char src[64];
 		snprintf(src, sizeof src, "/proc/self/fd/%d", fd);
@@ -1180,7 +1180,7 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 			return -1;
 	for (size_t i = 0; i < c->fresh.n; i++) {
 		if (strcmp(c->fresh.s[i], "/proc") != 0)
-			return failf(f, 0, "view: no fresh instance of %s is known", c->fresh.s[i]);
+			return failf(f, FAIL_PLAIN, "view: no fresh instance of %s is known", c->fresh.s[i]);
 		// The PID namespace's own /proc: no outside process is in it
 		// (review finding 14).
 		if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
@@ -1245,16 +1245,16 @@ static int pid1(const struct config *c, const sigset_t *agent_mask) {
 	// PID 1 never execs: what it holds beyond stdio and the socket it
 	// closes now, not at an execve.
 	if (syscall(SYS_close_range, SYNC_FD + 1, ~0U, 0) != 0)
-		return fail(0, "init stage: close_range: %s", errstr(errno));
+		return fail(FAIL_PLAIN, "init stage: close_range: %s", errstr(errno));
 	prctl(PR_SET_NAME, "agent-launcher", 0, 0, 0);
 	trace("init stage: configuration read");
 	struct devs ds = {0};
 	struct failure f;
 	if (build_view(c, &ds, &f) != 0)
-		return fail(f.view, "init stage: private view: %s", f.msg);
+		return fail(f.cause, "init stage: private view: %s", f.msg);
 	trace("init stage: private view built");
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-		return fail(0, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
+		return fail(FAIL_PLAIN, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
 	// The supervisor's signals are PID 1's to handle: they stay blocked,
 	// as every signal was from this process's start (al_spawn_view), and
 	// sigwaitinfo takes them; the others are unblocked as the supervisor
@@ -1270,7 +1270,7 @@ static int pid1(const struct config *c, const sigset_t *agent_mask) {
 	struct agent_args a = {c, &ds, agent_mask};
 	pid_t agent = clone(agent_main, agent_stack + sizeof agent_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
 	if (agent < 0)
-		return fail(0, "init stage: clone: %s", errstr(errno));
+		return fail(FAIL_PLAIN, "init stage: clone: %s", errstr(errno));
 	// The agent's process reports from here (its end of the socket closes
 	// at its execve: the supervisor's "started").
 	close(SYNC_FD);
@@ -1326,13 +1326,13 @@ static int read_config(struct config *c) {
 	int eof;
 	unsigned char *b = read_frame(&n, &eof);
 	if (b == NULL)
-		return fail(0, "init stage: reading the configuration: %s", eof ? "end of stream" : "malformed frame");
+		return fail(FAIL_PLAIN, "init stage: reading the configuration: %s", eof ? "end of stream" : "malformed frame");
 	if (decode_config(b, n, c) != 0)
-		return fail(0, "init stage: reading the configuration: sync: malformed configuration");
+		return fail(FAIL_PLAIN, "init stage: reading the configuration: sync: malformed configuration");
 	free(b);
 	struct failure f;
 	if (cloexec_from(SYNC_FD, &f) != 0)
-		return fail(0, "init stage: %s", f.msg);
+		return fail(FAIL_PLAIN, "init stage: %s", f.msg);
 	return 0;
 }
 
@@ -1349,7 +1349,7 @@ static int with_view(const char *mask) {
 	errno = 0;
 	unsigned long long bits = strtoull(mask, &end, 16);
 	if (errno != 0 || end == mask || *end != 0 || mask[0] == '-' || mask[0] == '+')
-		return fail(0, "init stage: malformed signal mask \"%s\"", mask);
+		return fail(FAIL_PLAIN, "init stage: malformed signal mask \"%s\"", mask);
 	sigset_t agent_mask;
 	sigemptyset(&agent_mask);
 	for (int n = 1; n <= 64; n++) {
@@ -1360,13 +1360,13 @@ static int with_view(const char *mask) {
 	// that did not make the namespaces) would leave the session's
 	// processes without the PID 1 that ends them.
 	if (getpid() != 1)
-		return fail(0, "init stage: started for a private view, but not as PID 1 of a PID namespace of its own");
+		return fail(FAIL_PLAIN, "init stage: started for a private view, but not as PID 1 of a PID namespace of its own");
 	struct config c;
 	int code = read_config(&c);
 	if (code != 0)
 		return code;
 	if (!c.has_view)
-		return fail(0, "init stage: started for a session with a private view, configured for one without");
+		return fail(FAIL_PLAIN, "init stage: started for a session with a private view, configured for one without");
 	return pid1(&c, &agent_mask);
 }
 
@@ -1683,13 +1683,13 @@ static int init_stage(int argc, char **argv, char **envp) {
 	if (argc == 4 && strcmp(argv[2], VIEW_ARG) == 0)
 		return with_view(argv[3]);
 	if (argc != 2)
-		return fail(0, "init stage: unexpected arguments (%d, the second \"%s\")", argc, argv[2]);
+		return fail(FAIL_PLAIN, "init stage: unexpected arguments (%d, the second \"%s\")", argc, argv[2]);
 	struct config c;
 	int code = read_config(&c);
 	if (code != 0)
 		return code;
 	if (c.has_view)
-		return fail(0, "init stage: configured for a session with a private view, started for one without (" VIEW_ARG ")");
+		return fail(FAIL_PLAIN, "init stage: configured for a session with a private view, started for one without (" VIEW_ARG ")");
 	code = confine(&c, NULL, 0, 0);
 	if (code != 0)
 		return code;
