@@ -332,3 +332,72 @@ func TestPTYResizeWithWinchIgnored(t *testing.T) {
 	}
 	master.Write([]byte{4}) // EOF: read fails, the agent exits
 }
+
+// TestNoticeOnRawTerminal: a line the launcher prints while the agent runs
+// on its own pty (here: an entry made from outside in a carved directory)
+// reaches the operator's terminal, which the relay holds raw (no output
+// processing), with its own carriage return, so that it starts the next
+// line at its left edge. The control: the start-up line, printed before
+// the terminal went raw, ends the same way through the terminal's own
+// processing.
+func TestNoticeOnRawTerminal(t *testing.T) {
+	s := newSandbox(t, standard)
+	s.write("home/proj/.env", envSec) // carves the workspace, which is then watched
+	s.mkdir("home/proj/sub")
+	master, slave := openPTY(t)
+	marker, goOn := s.ws+"/sub/started", s.path("go")
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+		"/bin/sh", "-c", "echo > sub/started || exit 9; while [ ! -e "+goOn+" ]; do sleep 0.05; done")
+	cmd.Env = s.env()
+	cmd.Dir = s.ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	out := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			b.Write(buf[:n])
+			if err != nil || strings.Contains(b.String(), "END-OF-TEST") {
+				out <- b.String()
+				return
+			}
+		}
+	}()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, marker)
+	made := s.write("home/proj/made-outside", "x")
+	// The watch looks once a second: the line comes while the agent runs
+	// (the last look, at the end, prints after the terminal is restored).
+	time.Sleep(2200 * time.Millisecond)
+	if err := os.WriteFile(goOn, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	slave.Write([]byte("END-OF-TEST\n"))
+	var got string
+	select {
+	case got = <-out:
+	case <-time.After(runTimeout):
+		t.Fatal("no output on the operator's terminal")
+	}
+	if !strings.Contains(got, "agent-launcher: confining ") {
+		t.Fatalf("control: no start-up line on the operator's terminal: %q", got)
+	}
+	line := made + " was created or replaced from outside the session"
+	i := strings.Index(got, line)
+	if i < 0 {
+		t.Fatalf("no line for %s on the operator's terminal: %q", made, got)
+	}
+	end := strings.IndexByte(got[i:], '\n')
+	if end < 1 || got[i+end-1] != '\r' {
+		t.Errorf("the line for %s does not end with a carriage return: %q", made, got[i:])
+	}
+}
