@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,8 @@ type sessionPTY struct {
 	out     *os.File
 	saved   *unix.Termios
 	outDone chan struct{}
+	// raw is set while the relay holds the operator's terminal (in) raw.
+	raw atomic.Bool
 }
 
 func isTerminal(f *os.File) bool {
@@ -131,6 +134,7 @@ func (p *sessionPTY) start() error {
 			return fmt.Errorf("putting the terminal in raw mode: %w", err)
 		}
 		p.saved = &saved
+		p.raw.Store(true)
 		go func() { _, _ = io.Copy(p.master, p.in) }()
 	}
 	go func() {
@@ -156,7 +160,34 @@ func (p *sessionPTY) restore() {
 	if p.saved != nil {
 		_ = unix.IoctlSetTermios(int(p.in.Fd()), unix.TCSETS, p.saved)
 		p.saved = nil
+		p.raw.Store(false)
 	}
+}
+
+// rawNotices wraps notice, which writes a line to stderr, for a session
+// on this pty: while the relay holds the operator's terminal raw, the
+// terminal adds no carriage return to a newline, so a line for it carries
+// its own (when stderr is that terminal: a log file gets none).
+func (p *sessionPTY) rawNotices(stderr *os.File, notice func(string)) func(string) {
+	if p == nil || p.in == nil || notice == nil || !sameTerminal(stderr, p.in) {
+		return notice
+	}
+	return func(msg string) {
+		if p.raw.Load() {
+			msg += "\r"
+		}
+		notice(msg)
+	}
+}
+
+// sameTerminal reports whether a and b are open on the same terminal.
+func sameTerminal(a, b *os.File) bool {
+	if a == nil || b == nil || !isTerminal(a) {
+		return false
+	}
+	var sa, sb unix.Stat_t
+	return unix.Fstat(int(a.Fd()), &sa) == nil && unix.Fstat(int(b.Fd()), &sb) == nil &&
+		sa.Mode&unix.S_IFMT == unix.S_IFCHR && sb.Mode&unix.S_IFMT == unix.S_IFCHR && sa.Rdev == sb.Rdev
 }
 
 // discard closes the pty of a session that did not start.

@@ -514,7 +514,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 	if s.Ready != nil {
 		s.Ready(p.end)
 	}
-	stopWatch = watchCarved(s.Plan, s.Notice)
+	stopWatch = watchCarved(s.Plan, pty.rawNotices(s.Stderr, s.Notice))
 	// The init stage's own deadline starts now: BeforeStart's time (a
 	// review walk of a large tree) is not its.
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
