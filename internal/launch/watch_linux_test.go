@@ -207,17 +207,10 @@ func TestWatchCarvedReusedInode(t *testing.T) {
 			Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir"), carvedAt(t, sub, "read_dir"), carvedAt(t, alone, "read_dir")},
 			Rules:  []landlock.Rule{ruleFor(t, file)},
 		}
-		var mu sync.Mutex
-		var notices []string
-		w := newCarvedWatch(pl, func(msg string) {
-			mu.Lock()
-			defer mu.Unlock()
-			notices = append(notices, msg)
-		})
+		notice, got := collect()
+		w := newCarvedWatch(pl, notice)
 		go w.run()
-		for deadline := time.Now().Add(10 * time.Second); w.dirs[2].listings.Load() == 0 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		firstLook(t, w)
 		// Past the clock tick the watch began in: a birth time taken from
 		// a coarse clock then shows the change.
 		time.Sleep(20 * time.Millisecond)
@@ -235,9 +228,7 @@ func TestWatchCarvedReusedInode(t *testing.T) {
 		}
 		reused := ino(file) == fileIno && ino(sub) == subIno && ino(alone) == aloneIno
 		w.stop(true)
-		mu.Lock()
-		n := notices
-		mu.Unlock()
+		n := got()
 		if len(n) != 3 {
 			t.Fatalf("notices %q; want one each for %s, %s and %s", n, file, sub, alone)
 		}
@@ -337,20 +328,11 @@ func TestWatchCarvedRelists(t *testing.T) {
 // given.
 func TestWatchCarvedStop(t *testing.T) {
 	dir := t.TempDir()
-	saved := carvedWatchEvery
-	carvedWatchEvery = time.Hour
-	t.Cleanup(func() { carvedWatchEvery = saved })
-	var mu sync.Mutex
-	var notices []string
-	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir")}}, func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		notices = append(notices, msg)
-	})
+	slowWatch(t)
+	notice, got := collect()
+	w := newCarvedWatch(&landlock.Plan{Carved: []landlock.Carved{carvedAt(t, dir, "read_file|read_dir")}}, notice)
 	go w.run()
-	for deadline := time.Now().Add(10 * time.Second); w.dirs[0].listings.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	firstLook(t, w)
 	mustWrite(t, filepath.Join(dir, "last"))
 	start := time.Now()
 	w.stop(true)
@@ -360,9 +342,7 @@ func TestWatchCarvedStop(t *testing.T) {
 	mustWrite(t, filepath.Join(dir, "after"))
 	time.Sleep(50 * time.Millisecond)
 	w.stop(true) // again: nothing more
-	mu.Lock()
-	defer mu.Unlock()
-	if len(notices) != 1 || !strings.Contains(notices[0], filepath.Join(dir, "last")+" was created or replaced from outside the session") {
+	if notices := got(); len(notices) != 1 || !strings.Contains(notices[0], filepath.Join(dir, "last")+" was created or replaced from outside the session") {
 		t.Fatalf("notices %q; want one, for %s/last", notices, dir)
 	}
 }
@@ -418,12 +398,14 @@ func slowWatch(t *testing.T) {
 	t.Cleanup(func() { carvedWatchEvery = saved })
 }
 
-// firstLook waits for w's first look at its first directory.
+// firstLook waits for w's first look at each of its directories.
 func firstLook(t *testing.T, w *carvedWatch) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); w.dirs[0].listings.Load() == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no first look within 10 s")
+	for _, d := range w.dirs {
+		for deadline := time.Now().Add(10 * time.Second); d.listings.Load() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no first look within 10 s")
+			}
 		}
 	}
 }
