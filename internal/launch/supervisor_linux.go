@@ -419,6 +419,9 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 		return 0, &SetupError{Msg: "init stage: started for another kind of session (with or without a view)"}
 	}
 	conn, pty, pid := p.conn, p.pty, p.pid
+	// Every notice from here on, when the relay may hold the operator's
+	// terminal raw, carries its own carriage return.
+	s.Notice = pty.rawNotices(s.Stderr, s.Notice)
 
 	cfg := newConfig(s.Plan, s.Path, s.Argv, s.Env)
 	if s.View != nil {
@@ -514,7 +517,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 	if s.Ready != nil {
 		s.Ready(p.end)
 	}
-	stopWatch = watchCarved(s.Plan, pty.rawNotices(s.Stderr, s.Notice))
+	stopWatch = watchCarved(s.Plan, s.Notice)
 	// The init stage's own deadline starts now: BeforeStart's time (a
 	// review walk of a large tree) is not its.
 	if err := conn.SetDeadline(time.Now().Add(ReadyTimeout)); err != nil {
