@@ -39,6 +39,32 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
+// onTerminal returns a command for argv with slave, a pty's, as its
+// stdio and controlling terminal (the operator's terminal), in s's
+// environment and workspace, and a channel that gives what the terminal
+// showed (read from master) once "END-OF-TEST" comes through it.
+func onTerminal(ctx context.Context, s *sandbox, master, slave *os.File, argv ...string) (*exec.Cmd, <-chan string) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = s.env()
+	cmd.Dir = s.ws
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	out := make(chan string, 1)
+	go func() {
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			b.Write(buf[:n])
+			if err != nil || strings.Contains(b.String(), "END-OF-TEST") {
+				out <- b.String()
+				return
+			}
+		}
+	}()
+	return cmd, out
+}
+
 // TestNoTerminalInjection: the agent runs in its own session, so it has no
 // controlling terminal and TIOCSTI on the terminal it inherited fails
 // (dev.tty.legacy_tiocsti=1 here). The control: the same agent, run bare
@@ -206,24 +232,7 @@ func TestOwnPTY(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = s.env()
-		cmd.Dir = s.ws
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-		out := make(chan string, 1)
-		go func() {
-			var b strings.Builder
-			buf := make([]byte, 4096)
-			for {
-				n, err := master.Read(buf)
-				b.Write(buf[:n])
-				if err != nil || strings.Contains(b.String(), "END-OF-TEST") {
-					out <- b.String()
-					return
-				}
-			}
-		}()
+		cmd, out := onTerminal(ctx, s, master, slave, argv...)
 		err := cmd.Run()
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -348,25 +357,8 @@ func TestNoticeOnRawTerminal(t *testing.T) {
 	marker, goOn := s.ws+"/sub/started", s.path("go")
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
+	cmd, out := onTerminal(ctx, s, master, slave, launcher, "run", "--config", s.config, "--workspace", s.ws, "--",
 		"/bin/sh", "-c", "echo > sub/started || exit 9; while [ ! -e "+goOn+" ]; do sleep 0.05; done")
-	cmd.Env = s.env()
-	cmd.Dir = s.ws
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	out := make(chan string, 1)
-	go func() {
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		for {
-			n, err := master.Read(buf)
-			b.Write(buf[:n])
-			if err != nil || strings.Contains(b.String(), "END-OF-TEST") {
-				out <- b.String()
-				return
-			}
-		}
-	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
