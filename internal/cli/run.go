@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -199,12 +200,8 @@ func (c *command) run(args []string) int {
 			pending.Abort() // started for a view
 			pending = nil
 		}
-		if pending != nil {
-			code, err = pending.Run(c.ctx, session)
-			pending = nil // Run ended it
-		} else {
-			code, err = launch.Run(c.ctx, session)
-		}
+		code, err = runSession(c.ctx, pending, session)
+		pending = nil // ended with the attempt
 		if err == nil {
 			<-snapped
 			launch.Trace("agent exited")
@@ -271,6 +268,16 @@ func (c *command) run(args []string) int {
 		}
 		return code
 	}
+}
+
+// runSession runs one attempt at the session s: in the init stage started
+// ahead, pending, when there is one (which it ends), else in a new one. A
+// variable for the tests of run's attempts (replan_test.go).
+var runSession = func(ctx context.Context, pending *launch.Pending, s launch.Session) (int, error) {
+	if pending != nil {
+		return pending.Run(ctx, s)
+	}
+	return launch.Run(ctx, s)
 }
 
 // maxReplans bounds the plans made again for a path the init stage found
