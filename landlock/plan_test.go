@@ -333,6 +333,75 @@ func TestPlanScanRoots(t *testing.T) {
 	}
 }
 
+// TestPlanRootRuleUnderGrant: a scan root that a grant above reaches (a
+// workspace under /tmp, which the default policy grants) gets a rule of
+// its own carrying exactly what reaches it, so that the kernel's walk up
+// from an access below it ends there instead of climbing on (across the
+// bind that brings the workspace back into a private /tmp). It grants
+// nothing more: every path has the grants of the plan in which the
+// workspace is not a scan root, which has no rule there. A workspace no
+// grant reaches keeps the rule of its own tier alone.
+func TestPlanRootRuleUnderGrant(t *testing.T) {
+	const ws = "/tmp/proj/ws"
+	m := compile(t, basePolicy)
+	fsys := newMemFS(append(append([]string(nil), system...), ws+"/src/main.go", ws+"/sub/", "/tmp/proj/other")...)
+	for _, binds := range []bool{false, true} {
+		t.Run(fmt.Sprint("binds ", binds), func(t *testing.T) {
+			plan := func(roots ...string) *Plan {
+				opts := Options{ScanRoots: roots}
+				var pl *Plan
+				var err error
+				if binds {
+					pl, err = planBinds(m, 7, fsys, opts)
+				} else {
+					pl, err = NewPlan(m, 7, fsys, opts)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return pl
+			}
+			rule := func(pl *Plan, path string) *Rule {
+				for i := range pl.Rules {
+					if pl.Rules[i].Path == path {
+						return &pl.Rules[i]
+					}
+				}
+				return nil
+			}
+			pl := plan(testHome, ws)
+			tmp, own := rule(pl, "/tmp"), rule(pl, ws)
+			if tmp == nil {
+				t.Fatalf("no rule on /tmp: %+v", pl.Rules)
+			}
+			if own == nil || !own.Dir || own.Access != tmp.Access {
+				t.Fatalf("the workspace's rule: %+v, want a directory rule with /tmp's %s", own, tmp.Access)
+			}
+			base := plan(testHome)
+			if r := rule(base, ws); r != nil {
+				t.Fatalf("the workspace is no scan root, yet has a rule: %+v", r)
+			}
+			for _, c := range []struct {
+				path string
+				t    FileType
+			}{{ws, TypeDir}, {ws + "/src", TypeDir}, {ws + "/src/main.go", TypeFile}, {ws + "/new", TypeFile}, {"/tmp/proj/other", TypeFile}, {"/tmp/x", TypeFile}, {testHome + "/.ssh/id_ed25519", TypeFile}, {"/etc/shadow", TypeFile}} {
+				if got, want := pl.Grants(c.path, c.t), base.Grants(c.path, c.t); got != want {
+					t.Errorf("%s: grants %s, without the workspace's rule %s", c.path, got, want)
+				}
+			}
+			if got := pl.Grants(ws+"/src/main.go", TypeFile); got&WriteFile == 0 {
+				t.Errorf("%s/src/main.go: grants %s, no writing", ws, got)
+			}
+			// A workspace that nothing above grants: its own tier's rule,
+			// as before.
+			home := plan(testHome, testWS)
+			if r := rule(home, testWS); r == nil || r.Access != own.Access {
+				t.Errorf("the workspace %s: rule %+v", testWS, r)
+			}
+		})
+	}
+}
+
 // TestPlanRootUnderGrant: a scan root (a workspace, the home directory)
 // below a tree the policy grants whole where it does not search for the
 // patterns that match names anywhere (/tmp, or /home under a broad rule):
