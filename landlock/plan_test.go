@@ -339,8 +339,8 @@ func TestPlanScanRoots(t *testing.T) {
 // from an access below it ends there instead of climbing on (across the
 // bind that brings the workspace back into a private /tmp). It grants
 // nothing more: every path has the grants of the plan in which the
-// workspace is not a scan root, which has no rule there. A workspace no
-// grant reaches keeps the rule of its own tier alone.
+// workspace is not a scan root, which has no rule there; and no other
+// directory below the grant gets one.
 func TestPlanRootRuleUnderGrant(t *testing.T) {
 	const ws = "/tmp/proj/ws"
 	m := compile(t, basePolicy)
@@ -392,11 +392,12 @@ func TestPlanRootRuleUnderGrant(t *testing.T) {
 			if got := pl.Grants(ws+"/src/main.go", TypeFile); got&WriteFile == 0 {
 				t.Errorf("%s/src/main.go: grants %s, no writing", ws, got)
 			}
-			// A workspace that nothing above grants: its own tier's rule,
-			// as before.
-			home := plan(testHome, testWS)
-			if r := rule(home, testWS); r == nil || r.Access != own.Access {
-				t.Errorf("the workspace %s: rule %+v", testWS, r)
+			// Only the scan root: not the directories between it and the
+			// grant, nor its siblings.
+			for _, p := range []string{"/tmp/proj", "/tmp/proj/other", ws + "/src"} {
+				if r := rule(pl, p); r != nil {
+					t.Errorf("a rule on %s: %+v", p, r)
+				}
 			}
 		})
 	}
