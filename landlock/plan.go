@@ -578,13 +578,16 @@ func (p *planner) dir(n *node, inh Access) error {
 	} else if inh != 0 && slices.Contains(p.roots, n.path) {
 		// A scan root that a grant above reaches (a workspace under
 		// /tmp or /dev/shm, which the default policy grants) gets a rule
-		// of its own with what reaches it. It grants nothing that did
-		// not reach the root already; but the kernel checks an access by
-		// walking up from it to the rules that grant it, and with a rule
-		// here the walk ends at the workspace instead of crossing the
-		// mount that brings it back into a private /tmp or /dev/shm and
-		// climbing that tmpfs (tar + rm -rf in a workspace on tmpfs:
-		// docs/design-amendments.md, the eighteenth pass).
+		// of its own with what reaches it. Below the grant it gives no
+		// path anything that did not reach it already; but the kernel
+		// checks an access by walking up from it to the rules that grant
+		// it, and with a rule here the walk ends at the workspace instead
+		// of crossing the mount that brings it back into a private /tmp
+		// or /dev/shm and climbing that tmpfs (tar + rm -rf in a
+		// workspace on tmpfs: docs/design-amendments.md, the eighteenth
+		// pass). Like every workspace's own rule, it is the directory's:
+		// another path to it (a bind mount of the workspace made
+		// elsewhere) gets the workspace's rights too, the same files.
 		p.plan.Rules = append(p.plan.Rules, Rule{Path: n.path, Dir: true, Access: inh, Dev: n.info.Dev, Ino: n.info.Ino, View: n.info.View})
 	}
 	have := inh | g
