@@ -534,7 +534,8 @@ func (p *planner) dir(n *node, inh Access) error {
 	// reaches every entry of the root, and no rule below can take it back.
 	// The root is searched, and an entry it holds that the grant reaches
 	// but the policy protects refuses the plan.
-	if inh != 0 && st.Anywhere && slices.Contains(p.roots, n.path) {
+	root := slices.Contains(p.roots, n.path)
+	if inh != 0 && st.Anywhere && root {
 		if err := p.walk(n); err != nil {
 			return err
 		}
@@ -575,7 +576,7 @@ func (p *planner) dir(n *node, inh Access) error {
 	}
 	if g&^inh != 0 {
 		p.plan.Rules = append(p.plan.Rules, Rule{Path: n.path, Dir: true, Access: g, Dev: n.info.Dev, Ino: n.info.Ino, View: n.info.View})
-	} else if inh != 0 && slices.Contains(p.roots, n.path) {
+	} else if inh != 0 && root {
 		// A scan root that a grant above reaches (a workspace under
 		// /tmp or /dev/shm, which the default policy grants) gets a rule
 		// of its own with what reaches it. Below the grant it gives no
