@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -324,6 +325,62 @@ func TestIntegrityWorkspaceInTemp(t *testing.T) {
 	wantFile(t, config, string(before))
 	wantOK(t, "control: bare appends to .git/config", s.bare("append", config, "[core]\n"))
 	wantOK(t, "control: bare plants a hook", s.bare("write", hook, "#!/bin/sh\n"))
+}
+
+// TestWorkspaceAliasUnderGrant: a git workspace under /var/tmp, which the
+// policy grants whole, gets a Landlock rule of its own, so that the
+// kernel's walk ends there (docs/design-amendments.md, the eighteenth
+// pass). A rule is the directory's, not the path's: a bind mount of the
+// workspace made before launch at a path the policy denies gets the
+// workspace's rights, on the workspace's own files, as a workspace with a
+// rule of its own always had (a review found it). What the view protects
+// in the workspace stays protected there: the protected paths are mounted
+// over at every place a mount exposes them. Controls: the denied tree
+// beside the alias stays denied, and the attacks work without the
+// launcher.
+func TestWorkspaceAliasUnderGrant(t *testing.T) {
+	s := newSandbox(t, `write_paths = ["<workspace>/**", "/var/tmp/**"]`+"\n")
+	git := s.lookPath("git")
+	if git == "" {
+		t.Fatalf("this test needs git in %s", sandboxPATH)
+	}
+	ws, err := os.MkdirTemp("/var/tmp", "al-kerneltest-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	alias := s.mkdir("alias")
+	config, hook := ws+"/.git/config", ws+"/.git/hooks/pre-commit"
+	before, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := s.exec(launcher, "check", "--landlock", "--config", s.config, "--workspace", ws)
+	if plan.code != 0 {
+		t.Fatalf("check --landlock: %s", plan)
+	}
+	if !regexp.MustCompile(`(?m)^\s+dir\s+` + regexp.QuoteMeta(ws) + `\s`).MatchString(plan.stdout) {
+		t.Fatalf("no rule of its own on the workspace %s:\n%s", ws, plan.stdout)
+	}
+	run := func(args ...string) result {
+		t.Helper()
+		return s.withBind(ws, alias, launcher, append([]string{"run", "--config", s.config, "--workspace", ws, "--", agent}, args...)...)
+	}
+	wantOK(t, "control: the agent writes in the workspace", run("write", ws+"/notes.txt", "x"))
+	wantOK(t, "the workspace's own file through its alias (the rule is the directory's)", run("write", alias+"/notes.txt", "y"))
+	wantFile(t, ws+"/notes.txt", "y")
+	wantErr(t, "control: a new file beside the alias, in the denied tree", run("write", s.path("beside"), "x"), "EACCES")
+	wantErr(t, "append core.fsmonitor to .git/config through the alias", run("append", alias+"/.git/config", "[core]\n\tfsmonitor = evil\n"), "EROFS")
+	wantErr(t, "plant a hook through the alias", run("write", alias+"/.git/hooks/pre-commit", "#!/bin/sh\n"), "EROFS")
+	wantFile(t, config, string(before))
+	if _, err := os.Stat(hook); err == nil {
+		t.Errorf("a hook was planted: %s", hook)
+	}
+	wantOK(t, "control: bare plants a hook through the alias", s.withBind(ws, alias, agent, "write", alias+"/.git/hooks/pre-commit", "#!/bin/sh\n"))
+	wantFile(t, hook, "#!/bin/sh\n")
 }
 
 // TestIntegrityNoView: where the view cannot be built (user namespaces
