@@ -237,6 +237,35 @@ func TestViewPrivileges(t *testing.T) {
 	}
 }
 
+// TestNoViewPrivileges: without the view (user namespaces refused), an
+// operator who holds capabilities (root, here root of a child user
+// namespace, with every capability there) starts an agent that holds
+// none, with an empty bounding set and no_new_privs, as with the view.
+// An adversarial review found the fallback left a root agent every
+// capability but one (CAP_SYS_MODULE among them).
+func TestNoViewPrivileges(t *testing.T) {
+	s := newSandbox(t, standard)
+	bin, args := s.noViewArgs("", false, agent, "read", "/proc/self/status")
+	r := s.exec(bin, args...)
+	if r.code != 0 {
+		t.Fatalf("read /proc/self/status inside: %s", r)
+	}
+	if !strings.Contains(r.stderr, "NO private view") {
+		t.Fatalf("not a session without the view: %s", r.stderr)
+	}
+	for _, want := range []string{`NoNewPrivs:\t1`, `CapEff:\t0000000000000000`, `CapPrm:\t0000000000000000`, `CapBnd:\t0000000000000000`, `CapAmb:\t0000000000000000`} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("inside, without the view, /proc/self/status lacks %q: %s", want, r.stdout)
+		}
+	}
+	// Control: the same wrapper without the launcher holds capabilities.
+	unshare := s.lookPath("unshare")
+	b := s.exec(unshare, "-Ur", "/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", agent, "read", "/proc/self/status")
+	if b.code != 0 || strings.Contains(b.stdout, `CapEff:\t0000000000000000`) || !strings.Contains(b.stdout, "CapEff:") {
+		t.Errorf("control: the bare agent in the same wrapper holds no capability: %s", b)
+	}
+}
+
 // TestViewHidesOutsideProcesses: another process of the operator, with a
 // secret on its command line, is not in the session's PID namespace, so
 // the agent cannot read its command line (research/review.md 14).
