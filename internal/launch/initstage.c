@@ -670,23 +670,47 @@ static int drop_privileges(struct failure *f) {
 		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_SET_DUMPABLE, 0): %s", errstr(errno));
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
 		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_CAP_AMBIENT_CLEAR_ALL): %s", errstr(errno));
-	for (int cap = 0; cap <= 63; cap++) {
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
-			if (errno == EINVAL)
-				break; // past the kernel's last capability
-			return failf(f, FAIL_PLAIN, "init stage: prctl(PR_CAPBSET_DROP, %d): %s", cap, errstr(errno));
-		}
-	}
-	// SECBIT_NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE set and
-	// locked, KEEP_CAPS locked off (capabilities(7), "securebits").
-	unsigned long bits = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 5 | 1 << 6 | 1 << 7;
-	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
-		return failf(f, FAIL_PLAIN, "init stage: prctl(PR_SET_SECUREBITS): %s", errstr(errno));
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return failf(f, FAIL_PLAIN, "init stage: capget: %s", errstr(errno));
+	// The bounding set and the securebits need CAP_SETPCAP, which a
+	// process with a view has (every capability in its user namespace),
+	// and root has. Without it (capabilities a file gave a program of an
+	// ordinary user), emptying the sets below leaves nothing to regain:
+	// no_new_privs keeps an execve from adding to the empty permitted set.
+	if (data[CAP_SETPCAP / 32].effective & (1U << (CAP_SETPCAP % 32))) {
+		for (int cap = 0; cap <= 63; cap++) {
+			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
+				if (errno == EINVAL)
+					break; // past the kernel's last capability
+				return failf(f, FAIL_PLAIN, "init stage: prctl(PR_CAPBSET_DROP, %d): %s", cap, errstr(errno));
+			}
+		}
+		// SECBIT_NOROOT, NO_SETUID_FIXUP and NO_CAP_AMBIENT_RAISE set
+		// and locked, KEEP_CAPS locked off (capabilities(7),
+		// "securebits").
+		unsigned long bits = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 5 | 1 << 6 | 1 << 7;
+		if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) != 0)
+			return failf(f, FAIL_PLAIN, "init stage: prctl(PR_SET_SECUREBITS): %s", errstr(errno));
+	}
 	memset(data, 0, sizeof data);
 	if (syscall(SYS_capset, &hdr, data) != 0)
 		return failf(f, FAIL_PLAIN, "init stage: capset(0): %s", errstr(errno));
+	return 0;
+}
+
+// holds_capabilities reports whether the process has a capability
+// effective or permitted (an operator who is root, or a program file
+// capabilities gave some); -1 when it cannot tell.
+static int holds_capabilities(void) {
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[2];
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return -1;
+	for (int i = 0; i < 2; i++)
+		if (data[i].effective != 0 || data[i].permitted != 0)
+			return 1;
 	return 0;
 }
 
@@ -709,7 +733,8 @@ static int check_privileges(struct failure *f) {
 
 // confine runs steps 4-7 of the sync protocol in the calling process:
 // Landlock (devs: the view's filesystems, for its rules), no_new_privs,
-// with a view no capability left; the assertions and the canary; then
+// the capabilities dropped (drop_caps: a process with a view, or one
+// that holds some) and none left; the assertions and the canary; then
 // "ready", and the supervisor's "go". It returns 0 when the agent may
 // start, else the exit status (the failure reported).
 static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, int drop_caps) {
@@ -720,7 +745,9 @@ static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, i
 	} else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
 		return fail(FAIL_PLAIN, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(errno));
 	}
-	if (drop_caps && (drop_privileges(&f) != 0 || check_privileges(&f) != 0))
+	if (drop_caps && drop_privileges(&f) != 0)
+		return fail(f.cause, "%s", f.msg);
+	if (check_privileges(&f) != 0)
 		return fail(f.cause, "%s", f.msg);
 	trace("init stage: Landlock in force");
 	if (c->confined && canary(c->canary, &f) != 0)
@@ -1690,7 +1717,13 @@ static int init_stage(int argc, char **argv, char **envp) {
 		return code;
 	if (c.has_view)
 		return fail(FAIL_PLAIN, "init stage: configured for a session with a private view, started for one without (" VIEW_ARG ")");
-	code = confine(&c, NULL, 0, 0);
+	// Without a view the agent runs in the operator's user namespace:
+	// an operator's capabilities (root's: CAP_SYS_MODULE, CAP_SYS_ADMIN,
+	// ...) would reach past the floor, so they end here, as with the
+	// view (TestNoViewPrivileges); an ordinary user has none to drop, and
+	// the assertion holds for every agent.
+	int caps = holds_capabilities();
+	code = confine(&c, NULL, 0, caps != 0);
 	if (code != 0)
 		return code;
 	execve(c.path, c.argv.s, c.env.s);

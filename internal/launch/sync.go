@@ -69,7 +69,8 @@
 //	                                          of the session
 //	 4                                        Landlock: no_new_privs, restrict self with
 //	                                          the plan (view rules checked against the
-//	                                          view's filesystems); with a view, drop
+//	                                          view's filesystems); with a view, or
+//	                                          holding any capability without one, drop
 //	                                          every capability and become undumpable;
 //	                                          assert no_new_privs and no capabilities;
 //	                                          canary: opening a denied path must fail
