@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,6 +265,53 @@ func TestNoViewPrivileges(t *testing.T) {
 	b := s.exec(unshare, "-Ur", "/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", agent, "read", "/proc/self/status")
 	if b.code != 0 || strings.Contains(b.stdout, `CapEff:\t0000000000000000`) || !strings.Contains(b.stdout, "CapEff:") {
 		t.Errorf("control: the bare agent in the same wrapper holds no capability: %s", b)
+	}
+}
+
+// TestViewWorkingDirInPrivateTmp: a working directory in the host's /tmp,
+// outside the workspace, is not the host's inside the view: under a
+// policy that grants /tmp (the default policy does), what the agent
+// writes there stays in the session's private /tmp, as the policy's
+// comment promises, while the workspace inside that directory is still
+// the host's. An adversarial review planted a git hook in a repository
+// beside the workspace this way; the operator's next checkout ran it.
+func TestViewWorkingDirInPrivateTmp(t *testing.T) {
+	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"/tmp/**\"]\n")
+	cwd, err := os.MkdirTemp("/tmp", "agent-launcher-cwd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(cwd) })
+	if err := os.Chmod(cwd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"repo/.git/hooks", "ws"} {
+		if err := os.MkdirAll(filepath.Join(cwd, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := filepath.Join(cwd, "repo/.git/hooks/post-checkout")
+	run := func(ws string, args ...string) result {
+		return s.execIn(cwd, launcher, append([]string{"run", "--config", s.config, "--workspace", ws, "--", agent}, args...)...)
+	}
+	for _, c := range []struct{ name, ws string }{{"workspace elsewhere", s.ws}, {"workspace inside the working directory", filepath.Join(cwd, "ws")}} {
+		r := run(c.ws, "write", "repo/.git/hooks/post-checkout", "#!/bin/sh\nid\n")
+		if !strings.Contains(r.stderr, "private view: own PID namespace") {
+			t.Fatalf("%s: not a session with the view: %s", c.name, r.stderr)
+		}
+		if _, err := os.Lstat(hook); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the agent's write in its working directory under /tmp reached the host's %s (%v): %s", c.name, hook, err, r)
+			os.Remove(hook)
+		}
+		if r := run(c.ws, "write", c.ws+"/made", "1"); r.code != 0 {
+			t.Errorf("control: %s: the agent writes its workspace: %s", c.name, r)
+		} else if _, err := os.Stat(filepath.Join(c.ws, "made")); err != nil {
+			t.Errorf("control: %s: the workspace's file is not the host's: %v", c.name, err)
+		}
+	}
+	wantOK(t, "control: bare, the hook is planted", s.execIn(cwd, agent, "write", "repo/.git/hooks/post-checkout", "#!/bin/sh\nid\n"))
+	if _, err := os.Stat(hook); err != nil {
+		t.Errorf("control: bare, no hook: %v", err)
 	}
 }
 
