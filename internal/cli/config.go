@@ -39,6 +39,9 @@ type env struct {
 	// view is the session's private view the floor is planned for; nil
 	// plans against the host's tree as it is.
 	view *landlock.View
+	// privateCwd is the working directory when the view makes it the
+	// session's own (privateView), else "".
+	privateCwd string
 	// keptUnder is the plan cache's key of the floor run planned last (""
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string

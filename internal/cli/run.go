@@ -534,6 +534,9 @@ func (c *command) startLine(argv []string, agent string, e *env, pl *landlock.Pl
 		if n := len(pl.Binds); n > 0 {
 			msg += fmt.Sprintf(", %d protected paths mounted over themselves (git hooks and config, start-up files)", n)
 		}
+		if e.privateCwd != "" {
+			msg += fmt.Sprintf("; the working directory %s is the session's own there, not the host's", display(e.privateCwd))
+		}
 	case noView != "":
 		msg += fmt.Sprintf("; NO private view (%s): the agent shares /tmp, /proc and the operator's sockets; its processes end with the session: %s", noView, end)
 	}

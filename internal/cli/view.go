@@ -31,9 +31,15 @@ var maskedSockets = []string{"/var/run/docker.sock", "/run/docker.sock"}
 
 // privateView returns the view the session gets: the directories above as
 // they exist here (resolved, directories only), and what must stay
-// visible inside them: the workspace, the home directory, the working
-// directory, the launcher's state, the literal paths the policy grants
-// and the sockets connect_paths names.
+// visible inside them: the workspace, the home directory, the launcher's
+// state, the literal paths the policy grants and the sockets
+// connect_paths names. A working directory inside them and outside all
+// of these is not the host's but the session's own, an empty directory
+// of the same name (privateCwd): bound back, the grant that makes the
+// private directory the agent's (the default policy's /tmp/**) would let
+// the agent write the host's directory beside its workspace, which
+// reaches other programs (an adversarial review planted a git hook in a
+// repository there: TestViewWorkingDirInPrivateTmp).
 func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 	v := &landlock.View{Fresh: []string{"/proc"}}
 	res := newResolver()
@@ -68,7 +74,7 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 			v.Masked = append(v.Masked, c)
 		}
 	}
-	keep := []string{e.workspace, e.home, cwd, e.launcher.StateDir, e.launcher.ConfigDir, e.config}
+	keep := []string{e.workspace, e.home, e.launcher.StateDir, e.launcher.ConfigDir, e.config}
 	for _, r := range pol.Rules {
 		if r.Kind != rules.KindTier || r.Tier == rules.Deny {
 			continue
@@ -103,5 +109,9 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 		}
 	}
 	slices.Sort(v.Keep)
+	e.privateCwd = ""
+	if cwd != "" && inside(cwd, covered) && !slices.ContainsFunc(v.Keep, func(k string) bool { return inside(cwd, []string{k}) }) {
+		e.privateCwd = cwd
+	}
 	return v
 }

@@ -1220,8 +1220,16 @@ static int build_view(const struct config *c, struct devs *ds, struct failure *f
 	// user namespace has no rights over owners it does not map (a root
 	// operator in another user's directory): a start without the view
 	// avoids it.
-	if (c->cwd[0] != 0 && chdir(c->cwd) != 0)
-		return failf(f, FAIL_VIEW, "entering the working directory %s in the view: %s", c->cwd, errstr(errno));
+	// A working directory inside a private or hidden directory and
+	// outside every kept path is not bound back (internal/cli/view.go,
+	// TestViewWorkingDirInPrivateTmp): the session's own, made here.
+	if (c->cwd[0] != 0 && chdir(c->cwd) != 0) {
+		int own = 0;
+		for (size_t i = 0; i < c->private_.n + c->hidden.n; i++)
+			own |= strictly_inside(c->cwd, i < c->private_.n ? c->private_.s[i] : c->hidden.s[i - c->private_.n]);
+		if (!own || errno != ENOENT || mkdir_all(c->cwd) != 0 || chdir(c->cwd) != 0)
+			return failf(f, FAIL_VIEW, "entering the working directory %s in the view: %s", c->cwd, errstr(errno));
+	}
 	return 0;
 }
 
