@@ -659,6 +659,33 @@ func TestSessionReview(t *testing.T) {
 	}
 }
 
+// TestHomeStartupFiles: under a policy that lets the agent write ~/.local
+// and ~/.config, files programs outside run at their next start are write
+// protected: Python's usercustomize.py is reported when the agent creates
+// it (the operator's next python3 imports it), and direnv's directory,
+// which exists, is read-only. An ordinary module beside it is neither.
+// An adversarial review found usercustomize.py unprotected while *.pth
+// beside it was.
+func TestHomeStartupFiles(t *testing.T) {
+	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"~/.local/**\", \"~/.config/**\"]\n")
+	site := "home/.local/lib/python3.11/site-packages"
+	s.mkdir(site)
+	s.mkdir("home/.config/direnv")
+	uc, ok, rc := s.path(site+"/usercustomize.py"), s.path(site+"/ok.py"), s.path("home/.config/direnv/direnvrc")
+	r := s.agent("write", uc, "import os\n")
+	wantOK(t, "the agent creates usercustomize.py (where the floor lets it)", r)
+	if !strings.Contains(r.stderr, "created "+uc) {
+		t.Errorf("the session's end does not report usercustomize.py: %s", r.stderr)
+	}
+	r = s.agent("write", ok, "x = 1\n")
+	wantOK(t, "control: an ordinary module beside it", r)
+	if strings.Contains(r.stderr, "session review") {
+		t.Errorf("an ordinary module is reported: %s", r.stderr)
+	}
+	wantErr(t, "the agent writes direnv's direnvrc", s.agent("write", rc, "eval evil\n"), "EROFS", "EACCES")
+	wantOK(t, "control: bare writes direnvrc", s.bare("write", rc, "# operator\n"))
+}
+
 // TestViewOwners: inside the session's user namespace only the operator's
 // own ids are mapped. Files of other users show the overflow owner
 // (nobody, 65534); the operator's files keep their owner, so git
