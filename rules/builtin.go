@@ -105,6 +105,14 @@ var writeProtectHome = []builtinEntry{
 	{"~/.cargo/bin/**", "programs on the operator's PATH"},
 	{"~/go/bin/**", "programs on the operator's PATH"},
 	{"~/.local/lib/python*/site-packages/*.pth", "Python runs .pth files at every start"},
+	{"~/.local/lib/python*/site-packages/usercustomize.py", "Python imports it at every start"},
+	{"~/.local/lib/python*/site-packages/sitecustomize.py", "Python imports it at every start"},
+	{"~/.config/direnv/**", "direnv sources its direnvrc for every .envrc"},
+	{"~/.local/share/nvim/site/**", "editor plugins"},
+	{"~/.local/share/applications/**", "desktop entries run the commands they name"},
+	{"~/.config/Code/User/**", "editor tasks and settings (VS Code)"},
+	{"~/.config/pip/**", "pip configuration (package index)"},
+	{"~/.pip/**", "pip configuration (package index)"},
 }
 
 // writeProtectNames are protected anywhere under "~" and "<workspace>".
@@ -123,6 +131,7 @@ var writeProtectNames = []builtinEntry{
 	{".git/modules/**/config", "submodule git configuration"},
 	{".git/modules/**/config.worktree", "submodule git configuration"},
 	{".git/modules/**/commondir", "points git at another repository's config and hooks"},
+	{".git/rebase-merge/git-rebase-todo", "a stopped rebase runs its exec lines on the operator's --continue"},
 	{".envrc", "direnv runs it on cd"},
 	{".vscode/tasks.json", "editor tasks"},
 	{".cargo/config.toml", "cargo configuration (runners, linkers)"},
