@@ -686,6 +686,30 @@ func TestHomeStartupFiles(t *testing.T) {
 	wantOK(t, "control: bare writes direnvrc", s.bare("write", rc, "# operator\n"))
 }
 
+// TestStoppedRebaseReported: a rebase the agent leaves stopped, with an
+// exec line in its todo list, runs that line at the operator's next
+// `git rebase --continue`: the session's end reports the todo list. One
+// it finishes leaves nothing to report.
+func TestStoppedRebaseReported(t *testing.T) {
+	s := newSandbox(t, standard)
+	gitRepo(t, s)
+	todo := s.ws + "/.git/rebase-merge/git-rebase-todo"
+	r := s.sh("mkdir .git/rebase-merge && " + shq(agent) + " write .git/rebase-merge/git-rebase-todo 'exec id > /tmp/pwned'")
+	if r.code != 0 {
+		t.Fatalf("the agent's stopped rebase: %s", r)
+	}
+	if !strings.Contains(r.stderr, "created "+todo) {
+		t.Errorf("the session's end does not report the todo list: %s", r.stderr)
+	}
+	if err := os.RemoveAll(s.ws + "/.git/rebase-merge"); err != nil {
+		t.Fatal(err)
+	}
+	r = s.sh("mkdir .git/rebase-merge && " + shq(agent) + " write .git/rebase-merge/git-rebase-todo pick && rm -r .git/rebase-merge")
+	if r.code != 0 || strings.Contains(r.stderr, "session review") {
+		t.Errorf("control: a rebase finished in the session is reported: %s", r)
+	}
+}
+
 // TestViewOwners: inside the session's user namespace only the operator's
 // own ids are mapped. Files of other users show the overflow owner
 // (nobody, 65534); the operator's files keep their owner, so git
