@@ -710,6 +710,43 @@ func TestStoppedRebaseReported(t *testing.T) {
 	}
 }
 
+// TestReviewReportsProtectedModes: Landlock does not check chmod, so an
+// agent can make the operator's denied key readable to others (a known
+// limit until the seccomp supervisor); the session's end reports the
+// mode change of the key and of its directory, and a session that changes
+// no mode reports nothing. An adversarial review made ~/.ssh/id_rsa 0644
+// unreported.
+func TestReviewReportsProtectedModes(t *testing.T) {
+	s := newSandbox(t, standard)
+	ssh, key := s.path("home/.ssh"), s.path("home/.ssh/id_ed25519")
+	if err := os.Chmod(ssh, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.agent("read", s.ws+"/nothing"); strings.Contains(r.stderr, "session review") {
+		t.Errorf("control: a session that changes no mode reports: %s", r.stderr)
+	}
+	wantErr(t, "the agent reads the key", s.agent("read", key), "EACCES")
+	r := s.sh("chmod 0755 " + shq(ssh) + " && chmod 0644 " + shq(key))
+	if r.code != 0 {
+		t.Fatalf("the documented limit changed: the agent's chmod of the key failed (%s); update the README and this test", r)
+	}
+	for _, want := range []string{"mode changed " + ssh + " (", "mode changed " + key + " (", "mode 0644, was 0600", "set it back"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
+		}
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("control: the chmod took effect: %v %v", st, err)
+	}
+	j := s.exec(launcher, "review", "--json")
+	if !strings.Contains(j.stdout, `"kind": "mode changed"`) || !strings.Contains(j.stdout, key) {
+		t.Errorf("review --json does not list the mode change: %s", j)
+	}
+}
+
 // TestViewOwners: inside the session's user namespace only the operator's
 // own ids are mapped. Files of other users show the overflow owner
 // (nobody, 65534); the operator's files keep their owner, so git
