@@ -546,11 +546,16 @@ func (c *command) printReview(r *reviewReport) {
 	if len(r.Changes) == 0 {
 		return
 	}
-	c.errorf("session review: %d change(s) to files that programs outside the session run or obey:", len(r.Changes))
+	c.errorf("session review: %d change(s) to files that programs outside the session run or obey, or that the policy protects:", len(r.Changes))
+	meta := false
 	for _, ch := range r.Changes {
 		c.errorf("  %s %s (%s)", ch.Kind, display(ch.Path), ch.Rule)
+		meta = meta || ch.Kind == "owner changed" || ch.Entry == (persistEntry{}) && ch.Kind == "mode changed"
 	}
 	c.errorf("  agent-launcher review shows them again; agent-launcher review --remove removes what the session created")
+	if meta {
+		c.errorf("  the floor does not check chmod or chown yet: a mode or owner above is the session's doing unless yours; set it back")
+	}
 }
 
 // review shows the last session's review and, with --remove, removes the
@@ -630,4 +635,127 @@ func (c *command) review(args []string) int {
 		fmt.Fprintf(c.stdout, "%-12s %s (%s)\n", ch.Kind, ch.Path, ch.Rule)
 	}
 	return ExitOK
+}
+
+// Landlock does not check chmod, chown, utime or xattr calls (DESIGN.md
+// section 8 leaves them to the seccomp supervisor of a later release): an
+// agent can change the mode of a file the policy denies it, when the file
+// is its operator's (an adversarial review made ~/.ssh/id_rsa 0644, and
+// uid 65534 read it after the session). Until those calls are denied, the
+// review records the mode and owner of the paths the policy names
+// literally as denied, prompted or write-protected (and of what lies below
+// a literal tree: ~/.ssh/**), wherever they are, and reports each one
+// that changed. Only the metadata: their content the floor keeps the
+// agent from, and the operator's own programs change (a credential
+// refreshed during the session is no finding).
+
+// metaLimit bounds the entries protectedMeta lists below literal trees.
+const metaLimit = 4096
+
+// metaEntry is a protected path's metadata as recorded.
+type metaEntry struct {
+	Mode     uint32 // permission bits, set-id and sticky bits
+	Uid, Gid uint32
+	Rule     string
+}
+
+// protectedLiterals returns the literal paths the policy's deny, prompt
+// and write-protect rules name, each with its pattern, and whether it
+// names the tree below it (a final "/**").
+func protectedLiterals(pol *rules.Policy) (paths []string, trees map[string]bool, rule map[string]string) {
+	trees, rule = map[string]bool{}, map[string]string{}
+	for _, r := range pol.Rules {
+		switch {
+		case r.Kind == rules.KindWriteProtect:
+		case r.Kind == rules.KindTier && r.Tier <= rules.PromptWrite:
+		default:
+			continue
+		}
+		for i := range r.Globs {
+			prefix, rest := r.Globs[i].LiteralPrefix()
+			if prefix == "" || rest != "" && rest != "**" {
+				continue
+			}
+			prefix = filepath.Clean(prefix)
+			if _, ok := rule[prefix]; !ok {
+				paths = append(paths, prefix)
+				rule[prefix] = r.Globs[i].Text
+			}
+			trees[prefix] = trees[prefix] || rest == "**"
+		}
+	}
+	slices.Sort(paths)
+	return paths, trees, rule
+}
+
+// protectedMeta records the metadata of the protected literal paths of
+// pol and of what lies below their trees (up to metaLimit entries in all),
+// outside skip (the launcher's state directory, which it changes itself).
+func protectedMeta(pol *rules.Policy, skip string) map[string]metaEntry {
+	paths, trees, rule := protectedLiterals(pol)
+	out := map[string]metaEntry{}
+	budget := metaLimit
+	var record func(p, why string, below bool)
+	record = func(p, why string, below bool) {
+		if skip != "" && (p == skip || strings.HasPrefix(p, skip+"/")) {
+			return
+		}
+		if _, ok := out[p]; ok {
+			return
+		}
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return
+		}
+		out[p] = metaEntry{Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rule: why}
+		if !below || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			return
+		}
+		ents, err := landlock.OS().ReadDir(p)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if budget--; budget < 0 {
+				return
+			}
+			record(childPath(p, e.Name), why, true)
+		}
+	}
+	for _, p := range paths {
+		record(p, rule[p], trees[p])
+	}
+	return out
+}
+
+// diffMeta lists the protected paths whose mode or owner changed from
+// before to after (a path created or removed meanwhile is not the
+// agent's doing: the floor keeps it from them).
+func diffMeta(before, after map[string]metaEntry) []reviewChange {
+	var out []reviewChange
+	for p, a := range after {
+		b, ok := before[p]
+		switch {
+		case !ok:
+		case a.Mode != b.Mode:
+			out = append(out, reviewChange{Kind: "mode changed", Path: p, Rule: fmt.Sprintf("%s; mode %04o, was %04o", a.Rule, a.Mode, b.Mode)})
+		case a.Uid != b.Uid || a.Gid != b.Gid:
+			out = append(out, reviewChange{Kind: "owner changed", Path: p, Rule: fmt.Sprintf("%s; owner %d:%d, was %d:%d", a.Rule, a.Uid, a.Gid, b.Uid, b.Gid)})
+		}
+	}
+	slices.SortFunc(out, func(x, y reviewChange) int { return strings.Compare(x.Path, y.Path) })
+	return out
+}
+
+// mergeChanges adds to changes the metadata changes of paths it does not
+// list already (a write-protected file in a write tree is both), in path
+// order.
+func mergeChanges(changes, meta []reviewChange) []reviewChange {
+	for _, m := range meta {
+		if !slices.ContainsFunc(changes, func(c reviewChange) bool { return c.Path == m.Path }) {
+			changes = append(changes, m)
+		}
+	}
+	slices.SortStableFunc(changes, func(x, y reviewChange) int { return strings.Compare(x.Path, y.Path) })
+	return changes
 }

@@ -168,11 +168,13 @@ func (c *command) run(args []string) int {
 		// stage starts; the agent starts only once it is taken.
 		roots := e.reviewRoots(p.pol)
 		var before persistSnapshot
+		var metaBefore map[string]metaEntry
 		var incomplete string
 		var walked *walkIndex
 		snapped := make(chan struct{})
 		key := e.keptUnder
 		go func() {
+			metaBefore = protectedMeta(p.pol, e.launcher.StateDir)
 			// The last session's walk index spares listing again the
 			// directories that did not change since (walkIndex).
 			before, incomplete, walked = walkPersistence(p.m, roots, e.planCache().walkIndex(key))
@@ -214,7 +216,8 @@ func (c *command) run(args []string) int {
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
-				Changes: diffPersistence(before, after), Incomplete: cmp.Or(incomplete, inc2)}
+				Changes:    mergeChanges(diffPersistence(before, after), diffMeta(metaBefore, protectedMeta(p.pol, e.launcher.StateDir))),
+				Incomplete: cmp.Or(incomplete, inc2)}
 			c.printReview(r)
 			if err := saveReview(e.launcher.StateDir, r); err != nil {
 				c.errorf("session review: keeping the report: %v", err)

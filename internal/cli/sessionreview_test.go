@@ -346,3 +346,75 @@ func TestSaveReview(t *testing.T) {
 		t.Errorf("an empty report: review = %d, %q; want %d and what it means", code, out.String(), ExitFailure)
 	}
 }
+
+// TestDiffMeta: a protected path's mode or owner changed is reported; one
+// created or removed meanwhile (the operator's doing: the floor keeps the
+// agent from it) and one unchanged are not; a path the walk reports
+// already is not reported twice.
+func TestDiffMeta(t *testing.T) {
+	before := map[string]metaEntry{
+		"/h/.ssh":        {Mode: 0o700, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.ssh/id":     {Mode: 0o600, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.ssh/gone":   {Mode: 0o600, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.aws/config": {Mode: 0o600, Uid: 1, Gid: 1, Rule: "~/.aws/**"},
+		"/h/.bashrc":     {Mode: 0o644, Uid: 1, Gid: 1, Rule: "~/.bashrc"},
+	}
+	after := map[string]metaEntry{
+		"/h/.ssh":        {Mode: 0o700, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.ssh/id":     {Mode: 0o644, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.ssh/new":    {Mode: 0o600, Uid: 1, Gid: 1, Rule: "~/.ssh/**"},
+		"/h/.aws/config": {Mode: 0o600, Uid: 1, Gid: 2, Rule: "~/.aws/**"},
+		"/h/.bashrc":     {Mode: 0o666, Uid: 1, Gid: 1, Rule: "~/.bashrc"},
+	}
+	var got []string
+	for _, c := range mergeChanges([]reviewChange{{Kind: "mode changed", Path: "/h/.bashrc", Rule: "walk"}}, diffMeta(before, after)) {
+		got = append(got, c.Kind+" "+c.Path+" ("+c.Rule+")")
+	}
+	want := []string{
+		"owner changed /h/.aws/config (~/.aws/**; owner 1:2, was 1:1)",
+		"mode changed /h/.bashrc (walk)",
+		"mode changed /h/.ssh/id (~/.ssh/**; mode 0644, was 0600)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestProtectedMeta: the literal paths of deny and write-protect rules
+// and what lies below a literal tree are recorded, with their modes; the
+// skipped directory (the launcher's state) and what no rule names
+// literally are not.
+func TestProtectedMeta(t *testing.T) {
+	tmp, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "ws")
+	for _, f := range []string{"home/.ssh/id_ed25519", "home/.ssh/sub/k", "home/.bashrc", "home/notes.txt", "state/agent-launcher/plans/x", "ws/x"} {
+		p := filepath.Join(tmp, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e, p := loadedEnv(t, tmp, &policyFlags{workspace: ws})
+	if !strings.HasPrefix(e.launcher.StateDir, tmp+"/state/") {
+		t.Fatalf("the state directory %s is not the test's", e.launcher.StateDir)
+	}
+	got := protectedMeta(p.pol, e.launcher.StateDir)
+	for _, f := range []string{".ssh", ".ssh/id_ed25519", ".ssh/sub", ".ssh/sub/k", ".bashrc"} {
+		if _, ok := got[filepath.Join(home, f)]; !ok {
+			t.Errorf("%s is not recorded", f)
+		}
+	}
+	if m := got[filepath.Join(home, ".ssh/id_ed25519")]; m.Mode != 0o600 || m.Uid != uint32(os.Getuid()) {
+		t.Errorf("~/.ssh/id_ed25519 recorded as %+v", m)
+	}
+	for p := range got {
+		if strings.HasSuffix(p, "notes.txt") || strings.HasPrefix(p, e.launcher.StateDir) {
+			t.Errorf("%s is recorded", p)
+		}
+	}
+}
