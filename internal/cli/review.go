@@ -659,11 +659,18 @@ type metaEntry struct {
 	Rule     string
 }
 
-// protectedLiterals returns the literal paths the policy's deny, prompt
-// and write-protect rules name, each with its pattern, and whether it
-// names the tree below it (a final "/**").
-func protectedLiterals(pol *rules.Policy) (paths []string, trees map[string]bool, rule map[string]string) {
-	trees, rule = map[string]bool{}, map[string]string{}
+// protectedLiteral is a path a deny, prompt or write-protect rule names
+// literally, with the rule's pattern and whether it names the tree below
+// it (a final "/**").
+type protectedLiteral struct {
+	path, rule string
+	tree       bool
+}
+
+// protectedLiterals returns the protected literal paths of pol, by path,
+// each once (a tree where any rule names it as one).
+func protectedLiterals(pol *rules.Policy) []protectedLiteral {
+	var out []protectedLiteral
 	for _, r := range pol.Rules {
 		switch {
 		case r.Kind == rules.KindWriteProtect:
@@ -672,27 +679,42 @@ func protectedLiterals(pol *rules.Policy) (paths []string, trees map[string]bool
 			continue
 		}
 		for i := range r.Globs {
-			prefix, rest := r.Globs[i].LiteralPrefix()
-			if prefix == "" || rest != "" && rest != "**" {
+			g := &r.Globs[i]
+			// Only a literal path, or one followed by "/**": every segment
+			// but a final "**" literal. Most globs are neither, and are
+			// told apart without LiteralPrefix's cost, which every run's
+			// start pays.
+			segs := strings.Count(g.Text, "/")
+			tree := strings.HasSuffix(g.Text, "/**")
+			if !strings.HasPrefix(g.Text, "/") || g.LiteralSegments < segs-1 || g.LiteralSegments == segs-1 && !tree {
 				continue
 			}
-			prefix = filepath.Clean(prefix)
-			if _, ok := rule[prefix]; !ok {
-				paths = append(paths, prefix)
-				rule[prefix] = r.Globs[i].Text
+			path := strings.TrimSuffix(g.Text, "/**")
+			if strings.Contains(path, `\`) {
+				prefix, rest := g.LiteralPrefix() // unescaped
+				if prefix == "" || rest != "" && rest != "**" {
+					continue
+				}
+				path = prefix
 			}
-			trees[prefix] = trees[prefix] || rest == "**"
+			out = append(out, protectedLiteral{path: filepath.Clean(path), rule: g.Text, tree: tree})
 		}
 	}
-	slices.Sort(paths)
-	return paths, trees, rule
+	slices.SortStableFunc(out, func(a, b protectedLiteral) int { return strings.Compare(a.path, b.path) })
+	// One entry a path: the first rule's pattern, a tree if any says so.
+	for i := len(out) - 1; i > 0; i-- {
+		if out[i].path == out[i-1].path {
+			out[i-1].tree = out[i-1].tree || out[i].tree
+			out = slices.Delete(out, i, i+1)
+		}
+	}
+	return out
 }
 
 // protectedMeta records the metadata of the protected literal paths of
 // pol and of what lies below their trees (up to metaLimit entries in all),
 // outside skip (the launcher's state directory, which it changes itself).
 func protectedMeta(pol *rules.Policy, skip string) map[string]metaEntry {
-	paths, trees, rule := protectedLiterals(pol)
 	out := map[string]metaEntry{}
 	budget := metaLimit
 	var record func(p, why string, below bool)
@@ -722,8 +744,21 @@ func protectedMeta(pol *rules.Policy, skip string) map[string]metaEntry {
 			record(childPath(p, e.Name), why, true)
 		}
 	}
-	for _, p := range paths {
-		record(p, rule[p], trees[p])
+	for _, l := range protectedLiterals(pol) {
+		record(l.path, l.rule, l.tree)
+	}
+	return out
+}
+
+// metaAgain records again the paths of before, as protectedMeta did: what
+// diffMeta compares (a path recorded only after is no finding).
+func metaAgain(before map[string]metaEntry) map[string]metaEntry {
+	out := make(map[string]metaEntry, len(before))
+	for p, b := range before {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) == nil {
+			out[p] = metaEntry{Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rule: b.Rule}
+		}
 	}
 	return out
 }

@@ -216,7 +216,7 @@ func (c *command) run(args []string) int {
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
-				Changes:    mergeChanges(diffPersistence(before, after), diffMeta(metaBefore, protectedMeta(p.pol, e.launcher.StateDir))),
+				Changes:    mergeChanges(diffPersistence(before, after), diffMeta(metaBefore, metaAgain(metaBefore))),
 				Incomplete: cmp.Or(incomplete, inc2)}
 			c.printReview(r)
 			if err := saveReview(e.launcher.StateDir, r); err != nil {
