@@ -133,6 +133,9 @@ type walkIndex struct {
 type walkDir struct {
 	Stamp   landlock.Stamp `json:"stamp"`
 	Entries int            `json:"entries"`
+	// Git is set for a git directory (gitDirectory): its config and
+	// hooks are persistence paths whatever its name.
+	Git bool `json:"git,omitempty"`
 	// Visit are the names walked into, in order: subdirectories and
 	// persistence paths.
 	Visit []string `json:"visit"`
@@ -141,16 +144,45 @@ type walkDir struct {
 }
 
 // walkPersistence records every path under roots that the write
-// protection names (git's object stores are not walked). idx (nil: none)
-// stands for the listings of the directories whose stamps did not change,
-// and the index of this walk is returned (nil when the walk stopped at
-// reviewLimit).
-func walkPersistence(m *tiers.Matcher, roots []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
-	return walkPersistenceOn(landlock.OS(), m, roots, idx)
+// protection names (git's object stores are not walked), and what name
+// rules cannot name: everything below hooks (the directories git's
+// core.hooksPath names: hooksPaths) and the config and hooks of every git
+// directory whatever its name (a bare repository the agent plants, whose
+// config git outside obeys). idx (nil: none) stands for the listings of
+// the directories whose stamps did not change, and the index of this walk
+// is returned (nil when the walk stopped at reviewLimit).
+func walkPersistence(m *tiers.Matcher, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+	return walkPersistenceOn(landlock.OS(), m, roots, hooks, idx)
+}
+
+// Why walkPersistence records the paths no rule names.
+const (
+	hooksPathRule = "the hooks directory core.hooksPath names: git runs its hooks"
+	gitDirRule    = "a git directory (a bare repository): git outside obeys its config and runs its hooks"
+)
+
+// gitDirEntries are the entries of a git directory that git obeys or runs.
+var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks", "worktrees"}
+
+// gitDirectory reports whether a listing is a git directory's, as git
+// tells one: HEAD, objects/ and refs/.
+func gitDirectory(ents []landlock.DirEntry) bool {
+	head, objects, refs := false, false, false
+	for _, e := range ents {
+		switch e.Name {
+		case "HEAD":
+			head = e.Type == landlock.TypeFile || e.Type == landlock.TypeSymlink
+		case "objects":
+			objects = e.Type == landlock.TypeDir
+		case "refs":
+			refs = e.Type == landlock.TypeDir
+		}
+	}
+	return head && objects && refs
 }
 
 // walkPersistenceOn walks fsys, the OS or one that counts its listings.
-func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
 	snap := persistSnapshot{}
 	out := &walkIndex{Dirs: map[string]walkDir{}}
 	now := landlock.StampNow()
@@ -161,9 +193,11 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 	// with the planner's getdents listing (two allocations per entry fewer:
 	// a workspace of 10,000 files is walked twice per session).
 	stop := false
-	// visit walks p and reports whether it is a persistence path.
-	var visit func(p string, dir bool) bool
-	visit = func(p string, dir bool) bool {
+	// visit walks p and reports whether it is a persistence path; why
+	// says why it is one where no rule names it (hooksPathRule,
+	// gitDirRule), else "".
+	var visit func(p string, dir bool, why string) bool
+	visit = func(p string, dir bool, why string) bool {
 		if stop {
 			return false
 		}
@@ -178,6 +212,9 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 		if dir && (strings.HasSuffix(p, "/.git/objects") || strings.HasSuffix(p, "/.git/lfs")) {
 			return false
 		}
+		if why == "" && slices.Contains(hooks, p) {
+			why = hooksPathRule
+		}
 		marked := false
 		if dec := m.Decide(p, tiers.OpWrite); dec.Rule != nil && dec.Rule.Kind == rules.KindWriteProtect {
 			marked = true
@@ -185,13 +222,28 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 				ent.Rule = dec.Rule.Pattern
 				snap[p] = ent
 			}
+		} else if why != "" {
+			marked = true
+			if ent, ok := describeBuf(p, buf); ok {
+				ent.Rule = why
+				snap[p] = ent
+			}
 		}
 		if !dir {
 			return marked
 		}
+		// What lies below a marked directory no rule names is marked too
+		// (a hook in the hooks directory); in a git directory, its config
+		// and hooks.
+		below := func(git bool, name string) string {
+			if why != "" || !git || !slices.Contains(gitDirEntries, name) {
+				return why
+			}
+			return gitDirRule
+		}
 		if kept, ok := idx.dir(p); ok && stampIs(p, kept.Stamp) {
 			for i, name := range kept.Visit {
-				visit(childPath(p, name), kept.Dirs[i])
+				visit(childPath(p, name), kept.Dirs[i], below(kept.Git, name))
 			}
 			seen += kept.Entries - len(kept.Visit)
 			out.Dirs[p] = kept
@@ -208,10 +260,10 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 			// Gone since the listing: nothing to record.
 			snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
 		}
-		rec := walkDir{Entries: len(ents)}
+		rec := walkDir{Entries: len(ents), Git: gitDirectory(ents)}
 		for _, e := range ents {
 			isDir := e.Type == landlock.TypeDir
-			if visit(childPath(p, e.Name), isDir) || isDir {
+			if visit(childPath(p, e.Name), isDir, below(rec.Git, e.Name)) || isDir {
 				rec.Visit = append(rec.Visit, e.Name)
 				rec.Dirs = append(rec.Dirs, isDir)
 			}
@@ -224,7 +276,11 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots []string, idx *
 	}
 	for _, root := range roots {
 		if info, err := fsys.Lstat(root); err == nil {
-			visit(root, info.Type == landlock.TypeDir)
+			why := ""
+			if slices.ContainsFunc(hooks, func(h string) bool { return strings.HasPrefix(root, h+"/") }) {
+				why = hooksPathRule
+			}
+			visit(root, info.Type == landlock.TypeDir, why)
 		}
 	}
 	if stop {
@@ -793,4 +849,87 @@ func mergeChanges(changes, meta []reviewChange) []reviewChange {
 	}
 	slices.SortStableFunc(changes, func(x, y reviewChange) int { return strings.Compare(x.Path, y.Path) })
 	return changes
+}
+
+// hooksPaths returns the directories git's core.hooksPath names for the
+// workspace's repository, as its own config, ~/.gitconfig and
+// $XDG_CONFIG_HOME/git/config set it (every one set: which wins depends on
+// where git runs): absolute, "~/" expanded, a relative one taken from the
+// workspace (the work tree's top). Includes are not followed.
+func hooksPaths(workspace, home string) []string {
+	xdg := os.Getenv("XDG_CONFIG_HOME")
+	if !filepath.IsAbs(xdg) {
+		xdg = filepath.Join(home, ".config")
+	}
+	var out []string
+	for _, f := range []string{filepath.Join(workspace, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(xdg, "git", "config")} {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) > 1<<20 {
+			continue
+		}
+		for _, v := range gitConfigValues(string(b), "core", "hookspath") {
+			switch {
+			case v == "":
+				continue
+			case v == "~" || strings.HasPrefix(v, "~/"):
+				v = filepath.Join(home, v[1:])
+			case !filepath.IsAbs(v):
+				v = filepath.Join(workspace, v)
+			}
+			if v = filepath.Clean(v); !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// gitConfigValues returns the values of section.key (both lower case) in a
+// git config file's text: sections and keys case-insensitive, values
+// unquoted, comments dropped. Enough for core.hooksPath; not git's whole
+// syntax (no subsections, continuation lines or escapes but \" and \\).
+func gitConfigValues(text, section, key string) []string {
+	var out []string
+	cur := ""
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				cur = ""
+				continue
+			}
+			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
+			line = strings.TrimSpace(line[end+1:]) // "[core] hooksPath = x"
+		}
+		if cur != section || line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		if strings.ToLower(strings.TrimSpace(k)) != key {
+			continue
+		}
+		out = append(out, gitConfigValue(strings.TrimSpace(v)))
+	}
+	return out
+}
+
+// gitConfigValue unquotes a git config value and drops a trailing comment.
+func gitConfigValue(v string) string {
+	var b strings.Builder
+	quoted := false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"':
+			quoted = !quoted
+		case c == '\\' && i+1 < len(v) && (v[i+1] == '"' || v[i+1] == '\\'):
+			i++
+			b.WriteByte(v[i])
+		case !quoted && (c == '#' || c == ';'):
+			return strings.TrimSpace(b.String())
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
 }

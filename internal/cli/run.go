@@ -167,6 +167,7 @@ func (c *command) run(args []string) int {
 		// The session-end review's first snapshot runs while the init
 		// stage starts; the agent starts only once it is taken.
 		roots := e.reviewRoots(p.pol)
+		hooks := hooksPaths(e.workspace, e.home)
 		var before persistSnapshot
 		var metaBefore map[string]metaEntry
 		var incomplete string
@@ -177,7 +178,7 @@ func (c *command) run(args []string) int {
 			metaBefore = protectedMeta(p.pol, e.launcher.StateDir)
 			// The last session's walk index spares listing again the
 			// directories that did not change since (walkIndex).
-			before, incomplete, walked = walkPersistence(p.m, roots, e.planCache().walkIndex(key))
+			before, incomplete, walked = walkPersistence(p.m, roots, hooks, e.planCache().walkIndex(key))
 			launch.Trace("session review: persistence paths recorded")
 			close(snapped)
 		}()
@@ -212,7 +213,7 @@ func (c *command) run(args []string) int {
 				// be made): no stamps either, every directory listed again.
 				walked = nil
 			}
-			after, inc2, index := walkPersistence(p.m, roots, walked)
+			after, inc2, index := walkPersistence(p.m, roots, hooks, walked)
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,

@@ -70,7 +70,12 @@ func (c countingFS) ReadDir(p string) ([]landlock.DirEntry, error) {
 // before the first walk.
 func TestWalkIndex(t *testing.T) {
 	e, p, ws := planCacheEnv(t)
-	for _, f := range []string{".git/config", ".git/hooks/pre-commit.sample", "src/a/b/main.go", "src/c/util.go", "docs/x/readme.md"} {
+	// Besides: a bare repository (HEAD, objects/, refs/) whose config
+	// and hooks git outside obeys, a directory that only looks like one
+	// (no refs/), and the hooks directory core.hooksPath names.
+	for _, f := range []string{".git/config", ".git/hooks/pre-commit.sample", "src/a/b/main.go", "src/c/util.go", "docs/x/readme.md",
+		"vendor/bare/HEAD", "vendor/bare/objects/x", "vendor/bare/refs/heads/main", "vendor/bare/config", "vendor/bare/hooks/post-update", "vendor/bare/description",
+		"vendor/notgit/HEAD", "vendor/notgit/objects/x", "vendor/notgit/config", "tools/hooks/pre-push", "tools/readme"} {
 		if err := os.MkdirAll(filepath.Join(ws, filepath.Dir(f)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -86,14 +91,25 @@ func TestWalkIndex(t *testing.T) {
 	if !slices.Contains(roots, ws) {
 		t.Fatalf("the workspace is no review root: %q", roots)
 	}
+	hooks := []string{filepath.Join(ws, "tools/hooks")}
 	var lists atomic.Int32
 	fsys := countingFS{landlock.OS(), &lists}
-	snap1, inc, idx1 := walkPersistenceOn(fsys, p.m, roots, nil)
+	snap1, inc, idx1 := walkPersistenceOn(fsys, p.m, roots, hooks, nil)
 	if inc != "" || idx1 == nil {
 		t.Fatalf("first walk: incomplete %q, index %v", inc, idx1)
 	}
 	if _, ok := snap1[filepath.Join(ws, ".git/config")]; !ok {
 		t.Fatalf("control: .git/config is not recorded: %v", snap1)
+	}
+	for _, f := range []string{"vendor/bare/config", "vendor/bare/hooks", "vendor/bare/hooks/post-update", "tools/hooks", "tools/hooks/pre-push"} {
+		if _, ok := snap1[filepath.Join(ws, f)]; !ok {
+			t.Errorf("%s is not recorded", f)
+		}
+	}
+	for _, f := range []string{"vendor/bare/description", "vendor/bare/HEAD", "vendor/notgit/config", "tools/readme"} {
+		if _, ok := snap1[filepath.Join(ws, f)]; ok {
+			t.Errorf("%s is recorded", f)
+		}
 	}
 	listed := lists.Load()
 	if _, ok := idx1.Dirs[filepath.Join(ws, "docs/x")]; ok {
@@ -104,7 +120,7 @@ func TestWalkIndex(t *testing.T) {
 	}
 
 	lists.Store(0)
-	snap2, _, idx2 := walkPersistenceOn(fsys, p.m, roots, idx1)
+	snap2, _, idx2 := walkPersistenceOn(fsys, p.m, roots, hooks, idx1)
 	if !reflect.DeepEqual(snap1, snap2) {
 		t.Errorf("nothing changed, and the snapshots differ:\n%v\n%v", snap1, snap2)
 	}
@@ -133,7 +149,7 @@ func TestWalkIndex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, ".git/hooks/pre-commit.sample"), []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	snap3, _, _ := walkPersistenceOn(fsys, p.m, roots, idx2)
+	snap3, _, _ := walkPersistenceOn(fsys, p.m, roots, hooks, idx2)
 	var got []string
 	for _, c := range diffPersistence(snap2, snap3) {
 		got = append(got, c.Kind+" "+strings.TrimPrefix(c.Path, ws+"/"))
@@ -165,7 +181,7 @@ func TestWalkIndex(t *testing.T) {
 			bad.Dirs[p] = damage(d)
 		}
 		lists.Store(0)
-		snap4, inc, _ := walkPersistenceOn(fsys, p.m, roots, bad)
+		snap4, inc, _ := walkPersistenceOn(fsys, p.m, roots, hooks, bad)
 		if !reflect.DeepEqual(snap3, snap4) || inc != "" || lists.Load() < int32(len(idx1.Dirs)) {
 			t.Errorf("malformed index %d: %d listings, snapshots equal %v, incomplete %q", i, lists.Load(), reflect.DeepEqual(snap3, snap4), inc)
 		}
@@ -416,5 +432,29 @@ func TestProtectedMeta(t *testing.T) {
 		if strings.HasSuffix(p, "notes.txt") || strings.HasPrefix(p, e.launcher.StateDir) {
 			t.Errorf("%s is recorded", p)
 		}
+	}
+}
+
+// TestGitConfigValues: core.hooksPath as git writes it and as people do.
+func TestGitConfigValues(t *testing.T) {
+	text := "[user]\n\thooksPath = not-core\n[core]\n\tbare = false\n\thooksPath = .husky/_\n" +
+		"[Core] HOOKSPATH = \"quoted dir\" # a comment\n[core \"sub\"]\n\thookspath = subsection\n" +
+		"[core]\n; hooksPath = commented\n\thookspath=~/hooks;trailing\n\thooksPath = \"a\\\"b\"\n"
+	got := gitConfigValues(text, "core", "hookspath")
+	want := []string{".husky/_", "quoted dir", "~/hooks", `a"b`}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", "")
+	if err := os.MkdirAll(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(ws, ".git/config"), []byte("[core]\n\thooksPath = .husky/_\n"), 0o644)
+	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = ~/git-hooks\n"), 0o644)
+	os.MkdirAll(filepath.Join(home, ".config/git"), 0o755)
+	os.WriteFile(filepath.Join(home, ".config/git/config"), []byte("[core]\n\thooksPath = /abs/hooks/\n"), 0o644)
+	if got, want := hooksPaths(ws, home), []string{ws + "/.husky/_", home + "/git-hooks", "/abs/hooks"}; !slices.Equal(got, want) {
+		t.Errorf("hooksPaths = %q, want %q", got, want)
 	}
 }
