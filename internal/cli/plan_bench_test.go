@@ -34,7 +34,7 @@ func BenchmarkPlanWorkspace(b *testing.B) {
 func BenchmarkReviewWalk(b *testing.B) {
 	e, p, ws := benchWorkspace(b)
 	e.view = e.privateView(p.pol, ws)
-	roots := e.reviewRoots(p.pol)
+	roots := e.reviewRoots(p.pol, p.m)
 	b.ReportAllocs()
 	for b.Loop() {
 		snap, incomplete, _ := walkPersistence(p.m, roots, nil, nil)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -78,9 +79,12 @@ type reviewReport struct {
 
 // reviewRoots returns the trees a session of pol may write that outlive
 // it: the directories the write rules name literally (the workspace),
-// without the private view's temporary directories and without /dev.
-// Only there can the agent create or change a file.
-func (e *env) reviewRoots(pol *rules.Policy) []string {
+// without the private view's temporary directories and without /dev, and
+// the directories the view keeps inside those that m lets the agent write
+// (a home directory under /tmp, which the default policy's /tmp/** grant
+// reaches: a second review planted a .envrc there, unreported). Only there
+// can the agent create or change a file.
+func (e *env) reviewRoots(pol *rules.Policy, m *tiers.Matcher) []string {
 	var roots []string
 	skip := map[string]bool{}
 	if e.view != nil {
@@ -106,6 +110,16 @@ func (e *env) reviewRoots(pol *rules.Policy) []string {
 				continue
 			}
 			roots = append(roots, prefix)
+		}
+	}
+	if e.view != nil {
+		for _, k := range e.view.Keep {
+			if !skipped(k, skip) || m.Decide(k, tiers.OpWrite).Verdict != tiers.Allowed {
+				continue
+			}
+			if st, err := os.Lstat(k); err == nil && st.IsDir() {
+				roots = append(roots, k)
+			}
 		}
 	}
 	slices.Sort(roots)
@@ -164,21 +178,26 @@ const (
 // gitDirEntries are the entries of a git directory that git obeys or runs.
 var gitDirEntries = []string{"config", "config.worktree", "commondir", "hooks", "worktrees"}
 
-// gitDirectory reports whether a listing is a git directory's, as git
-// tells one: HEAD, objects/ and refs/.
+// gitDirectory reports whether a listing may be a git directory's. Git
+// takes a directory with HEAD for one when objects and refs are there, or
+// a commondir naming where they are, and checks little of their types (a
+// symlink for objects, an executable file for refs pass: a second review):
+// so any entries of those names do here, HEAD anything but a directory.
 func gitDirectory(ents []landlock.DirEntry) bool {
-	head, objects, refs := false, false, false
+	head, objects, refs, common := false, false, false, false
 	for _, e := range ents {
 		switch e.Name {
 		case "HEAD":
-			head = e.Type == landlock.TypeFile || e.Type == landlock.TypeSymlink
+			head = e.Type != landlock.TypeDir
 		case "objects":
-			objects = e.Type == landlock.TypeDir
+			objects = true
 		case "refs":
-			refs = e.Type == landlock.TypeDir
+			refs = true
+		case "commondir":
+			common = true
 		}
 	}
-	return head && objects && refs
+	return head && (objects && refs || common)
 }
 
 // walkPersistenceOn walks fsys, the OS or one that counts its listings.
@@ -193,6 +212,20 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string
 	// with the planner's getdents listing (two allocations per entry fewer:
 	// a workspace of 10,000 files is walked twice per session).
 	stop := false
+	// The hooks directories core.hooksPath names: those given, and those
+	// the configs of the git directories the walk finds name (a nested
+	// repository's husky hooks), walked again at the end when found after
+	// the walk passed them.
+	hooks = slices.Clone(hooks)
+	var later []string
+	foundGitDir := func(p string) {
+		for _, h := range gitDirHooksPaths(p) {
+			if !slices.Contains(hooks, h) {
+				hooks = append(hooks, h)
+				later = append(later, h)
+			}
+		}
+	}
 	// visit walks p and reports whether it is a persistence path; why
 	// says why it is one where no rule names it (hooksPathRule,
 	// gitDirRule), else "".
@@ -242,6 +275,9 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string
 			return gitDirRule
 		}
 		if kept, ok := idx.dir(p); ok && stampIs(p, kept.Stamp) {
+			if kept.Git {
+				foundGitDir(p)
+			}
 			for i, name := range kept.Visit {
 				visit(childPath(p, name), kept.Dirs[i], below(kept.Git, name))
 			}
@@ -261,6 +297,9 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string
 			snap[p] = persistEntry{Type: unreadable, Rule: err.Error()}
 		}
 		rec := walkDir{Entries: len(ents), Git: gitDirectory(ents)}
+		if rec.Git {
+			foundGitDir(p)
+		}
 		for _, e := range ents {
 			isDir := e.Type == landlock.TypeDir
 			if visit(childPath(p, e.Name), isDir, below(rec.Git, e.Name)) || isDir {
@@ -281,6 +320,14 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string
 				why = hooksPathRule
 			}
 			visit(root, info.Type == landlock.TypeDir, why)
+		}
+	}
+	for len(later) > 0 {
+		h := later[0]
+		later = later[1:]
+		inRoot := slices.ContainsFunc(roots, func(r string) bool { return h == r || strings.HasPrefix(h, r+"/") })
+		if info, err := fsys.Lstat(h); inRoot && err == nil && info.Type == landlock.TypeDir {
+			visit(h, true, hooksPathRule)
 		}
 	}
 	if stop {
@@ -769,18 +816,24 @@ func protectedLiterals(pol *rules.Policy) []protectedLiteral {
 
 // protectedMeta records the metadata of the protected literal paths of
 // pol and of what lies below their trees (up to metaLimit entries in all),
-// outside skip (the launcher's state directory, which it changes itself).
-func protectedMeta(pol *rules.Policy, skip string) map[string]metaEntry {
+// outside skip (the launcher's state directory, which it changes itself),
+// and of the directories above them up to the home directory or the
+// workspace, both included: made writable to every user, they let another
+// user replace what they hold (~/.bashrc, a new ~/.config/autostart: a
+// second review).
+func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]metaEntry {
 	out := map[string]metaEntry{}
+	tried := map[string]bool{}
 	budget := metaLimit
 	var record func(p, why string, below bool)
 	record = func(p, why string, below bool) {
 		if skip != "" && (p == skip || strings.HasPrefix(p, skip+"/")) {
 			return
 		}
-		if _, ok := out[p]; ok {
+		if tried[p] {
 			return
 		}
+		tried[p] = true
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			return
@@ -802,6 +855,17 @@ func protectedMeta(pol *rules.Policy, skip string) map[string]metaEntry {
 	}
 	for _, l := range protectedLiterals(pol) {
 		record(l.path, l.rule, l.tree)
+		for _, top := range []string{home, workspace} {
+			if top == "" || !strings.HasPrefix(l.path, top+"/") {
+				continue
+			}
+			for d := filepath.Dir(l.path); ; d = filepath.Dir(d) {
+				record(d, "the directory above "+l.rule, false)
+				if d == top || len(d) <= len(top) {
+					break
+				}
+			}
+		}
 	}
 	return out
 }
@@ -861,27 +925,83 @@ func hooksPaths(workspace, home string) []string {
 	if !filepath.IsAbs(xdg) {
 		xdg = filepath.Join(home, ".config")
 	}
-	var out []string
-	for _, f := range []string{filepath.Join(workspace, ".git", "config"), filepath.Join(home, ".gitconfig"), filepath.Join(xdg, "git", "config")} {
-		b, err := os.ReadFile(f)
-		if err != nil || len(b) > 1<<20 {
-			continue
+	// The repository the workspace is in: its own, or the first one
+	// above it, as git finds it (a workspace inside a repository whose
+	// hooksPath names a directory of the workspace).
+	top := workspace
+	for {
+		var st unix.Stat_t
+		if unix.Lstat(filepath.Join(top, ".git"), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			break
 		}
-		for _, v := range gitConfigValues(string(b), "core", "hookspath") {
-			switch {
-			case v == "":
-				continue
-			case v == "~" || strings.HasPrefix(v, "~/"):
-				v = filepath.Join(home, v[1:])
-			case !filepath.IsAbs(v):
-				v = filepath.Join(workspace, v)
-			}
-			if v = filepath.Clean(v); !slices.Contains(out, v) {
-				out = append(out, v)
-			}
+		if top == "/" || top == "." {
+			top = ""
+			break
+		}
+		top = filepath.Dir(top)
+	}
+	var out []string
+	if top != "" {
+		out = appendHooksPaths(out, filepath.Join(top, ".git", "config"), top, home)
+	}
+	for _, f := range []string{filepath.Join(home, ".gitconfig"), filepath.Join(xdg, "git", "config")} {
+		out = appendHooksPaths(out, f, cmp.Or(top, workspace), home)
+	}
+	return out
+}
+
+// gitDirHooksPaths returns the hooks directories the config of the git
+// directory dir names: a relative one is taken from its work tree (the
+// directory above a .git), or from dir for a bare repository.
+func gitDirHooksPaths(dir string) []string {
+	base := dir
+	if filepath.Base(dir) == ".git" {
+		base = filepath.Dir(dir)
+	}
+	return appendHooksPaths(nil, filepath.Join(dir, "config"), base, os.Getenv("HOME"))
+}
+
+// appendHooksPaths appends to out the core.hooksPath values of the git
+// config file f, each once: absolute, "~/" expanded from home, a relative
+// one taken from base.
+func appendHooksPaths(out []string, f, base, home string) []string {
+	b, err := readSmall(f, 1<<20)
+	if err != nil {
+		return out
+	}
+	for _, v := range gitConfigValues(string(b), "core", "hookspath") {
+		switch {
+		case v == "":
+			continue
+		case v == "~" || strings.HasPrefix(v, "~/"):
+			v = filepath.Join(home, v[1:])
+		case !filepath.IsAbs(v):
+			v = filepath.Join(base, v)
+		}
+		if v = filepath.Clean(v); !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out
+}
+
+// readSmall reads the regular file path, refusing one larger than max
+// (or anything else: a FIFO the agent planted would block the read;
+// opened without blocking, it is refused).
+func readSmall(path string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, max)
+	}
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // gitConfigValues returns the values of section.key (both lower case) in a
@@ -932,4 +1052,14 @@ func gitConfigValue(v string) string {
 		}
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// skipped reports whether p lies in one of the directories skip marks.
+func skipped(p string, skip map[string]bool) bool {
+	for d := range skip {
+		if strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
 }

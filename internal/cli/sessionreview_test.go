@@ -87,9 +87,9 @@ func TestWalkIndex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "docs", "x", "new.md"), nil, 0o644); err != nil {
 		t.Fatal(err) // docs/x changed just now: racy
 	}
-	roots := e.reviewRoots(p.pol)
-	if !slices.Contains(roots, ws) {
-		t.Fatalf("the workspace is no review root: %q", roots)
+	roots := e.reviewRoots(p.pol, p.m)
+	if !slices.ContainsFunc(roots, func(r string) bool { return ws == r || strings.HasPrefix(ws, r+"/") }) {
+		t.Fatalf("the workspace is in no review root: %q", roots)
 	}
 	hooks := []string{filepath.Join(ws, "tools/hooks")}
 	var lists atomic.Int32
@@ -419,7 +419,7 @@ func TestProtectedMeta(t *testing.T) {
 	if !strings.HasPrefix(e.launcher.StateDir, tmp+"/state/") {
 		t.Fatalf("the state directory %s is not the test's", e.launcher.StateDir)
 	}
-	got := protectedMeta(p.pol, e.launcher.StateDir)
+	got := protectedMeta(p.pol, e.launcher.StateDir, home, ws)
 	for _, f := range []string{".ssh", ".ssh/id_ed25519", ".ssh/sub", ".ssh/sub/k", ".bashrc"} {
 		if _, ok := got[filepath.Join(home, f)]; !ok {
 			t.Errorf("%s is not recorded", f)
