@@ -674,11 +674,12 @@ static int drop_privileges(struct failure *f) {
 	struct __user_cap_data_struct data[2];
 	if (syscall(SYS_capget, &hdr, data) != 0)
 		return failf(f, FAIL_PLAIN, "init stage: capget: %s", errstr(errno));
-	// The bounding set and the securebits need CAP_SETPCAP, which a
-	// process with a view has (every capability in its user namespace),
-	// and root has. Without it (capabilities a file gave a program of an
-	// ordinary user), emptying the sets below leaves nothing to regain:
-	// no_new_privs keeps an execve from adding to the empty permitted set.
+	// The bounding set and the securebits need CAP_SETPCAP, which root
+	// has, and a process with a view (every capability in its user
+	// namespace, unless the launcher's file carries capabilities: an
+	// execve there keeps those alone). Without it, emptying the sets
+	// below leaves nothing to regain: no_new_privs keeps an execve from
+	// adding to the empty permitted set (a second review checked both).
 	if (data[CAP_SETPCAP / 32].effective & (1U << (CAP_SETPCAP % 32))) {
 		for (int cap = 0; cap <= 63; cap++) {
 			if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) {
