@@ -139,18 +139,9 @@ func descendants(pid int) []int {
 	var out []int
 	queue := []int{pid}
 	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", p))
-		for _, task := range tasks {
-			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", p, task.Name()))
-			for _, f := range strings.Fields(string(b)) {
-				if c, err := strconv.Atoi(f); err == nil {
-					out = append(out, c)
-					queue = append(queue, c)
-				}
-			}
-		}
+		c := children(queue[0])
+		queue = append(queue[1:], c...)
+		out = append(out, c...)
 	}
 	return out
 }

@@ -98,6 +98,13 @@ func TestSessionEndsWithLauncher(t *testing.T) {
 	if !slices.ContainsFunc(session, func(pid int) bool { return comm(pid) == "sleep" }) {
 		t.Fatalf("control: the agent (sleep) is not among the launcher's descendants %v", session)
 	}
+	// The session is the agent and its PID 1 (the launcher's child). A
+	// listing of children (/proc/PID/task/TID/children) may hold a stale
+	// entry, which the kernel documents: in an emulated VM one was a
+	// process already gone, and failed the control below.
+	session = slices.DeleteFunc(session, func(pid int) bool {
+		return comm(pid) != "sleep" && !slices.Contains(children(cmd.Process.Pid), pid)
+	})
 	time.Sleep(200 * time.Millisecond)
 	for _, pid := range session {
 		if st := procState(pid); st == 0 || st == 'Z' {
@@ -117,6 +124,21 @@ func TestSessionEndsWithLauncher(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// children lists the children of pid (descendants' first level).
+func children(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, task := range tasks {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, task.Name()))
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // comm is the command name of process pid ("" when it is gone).
