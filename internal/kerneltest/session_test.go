@@ -689,7 +689,7 @@ func TestSessionReview(t *testing.T) {
 // An adversarial review found usercustomize.py unprotected while *.pth
 // beside it was.
 func TestHomeStartupFiles(t *testing.T) {
-	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"~/.local/**\", \"~/.config/**\"]\n")
+	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"~/.local/**\", \"~/.config/**\", \"~/.vscode/**\"]\n")
 	site := "home/.local/lib/python3.11/site-packages"
 	s.mkdir(site)
 	s.mkdir("home/.config/direnv")
@@ -720,6 +720,15 @@ func TestHomeStartupFiles(t *testing.T) {
 	}
 	wantErr(t, "the agent writes direnv's direnvrc", s.agent("write", rc, "eval evil\n"), "EROFS", "EACCES")
 	wantOK(t, "control: bare writes direnvrc", s.bare("write", rc, "# operator\n"))
+	// More that programs run or obey (a second review, from explain):
+	// direnv's allow list (an .envrc allowed there runs without asking),
+	// VS Code's extensions, lazy.nvim's plugins.
+	for _, d := range []string{"home/.local/share/direnv/allow", "home/.vscode/extensions", "home/.local/share/nvim/lazy"} {
+		s.mkdir(d)
+		f := s.path(d + "/planted")
+		wantErr(t, "the agent writes "+d, s.agent("write", f, "x"), "EROFS", "EACCES")
+		wantOK(t, "control: bare writes "+d, s.bare("write", f, "x"))
+	}
 }
 
 // TestStoppedRebaseReported: a rebase the agent leaves stopped, with an
