@@ -49,6 +49,14 @@ func (v *View) covered(path string) string {
 	return ""
 }
 
+// Covered returns the Private or Hidden directory that covers path
+// (path itself or an ancestor), or "": a path the session's view replaces
+// unless a Keep path brings it back (Kept).
+func (v *View) Covered(path string) string { return v.covered(path) }
+
+// Kept returns the Keep path that path is or lies below, or "".
+func (v *View) Kept(path string) string { return v.kept(path) }
+
 // takesFrom reports whether the view may take an entry away from the
 // host's listing of path: a masked file or a covered directory directly in
 // it. (An entry below a covered directory is listed here only inside a

@@ -114,7 +114,7 @@ func (e *env) reviewRoots(pol *rules.Policy, m *tiers.Matcher) []string {
 	}
 	if e.view != nil {
 		for _, k := range e.view.Keep {
-			if !skipped(k, skip) || m.Decide(k, tiers.OpWrite).Verdict != tiers.Allowed {
+			if e.view.Covered(k) == "" || m.Decide(k, tiers.OpWrite).Verdict != tiers.Allowed {
 				continue
 			}
 			if st, err := os.Lstat(k); err == nil && st.IsDir() {
@@ -838,7 +838,7 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 		if unix.Lstat(p, &st) != nil {
 			return
 		}
-		out[p] = metaEntry{Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rule: why}
+		out[p] = metaOf(&st, why)
 		if !below || st.Mode&unix.S_IFMT != unix.S_IFDIR {
 			return
 		}
@@ -870,6 +870,11 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 	return out
 }
 
+// metaOf is the metadata of st, recorded for rule.
+func metaOf(st *unix.Stat_t, rule string) metaEntry {
+	return metaEntry{Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rule: rule}
+}
+
 // metaAgain records again the paths of before, as protectedMeta did: what
 // diffMeta compares (a path recorded only after is no finding).
 func metaAgain(before map[string]metaEntry) map[string]metaEntry {
@@ -877,7 +882,7 @@ func metaAgain(before map[string]metaEntry) map[string]metaEntry {
 	for p, b := range before {
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) == nil {
-			out[p] = metaEntry{Mode: st.Mode & 0o7777, Uid: st.Uid, Gid: st.Gid, Rule: b.Rule}
+			out[p] = metaOf(&st, b.Rule)
 		}
 	}
 	return out
@@ -1052,14 +1057,4 @@ func gitConfigValue(v string) string {
 		}
 	}
 	return strings.TrimSpace(b.String())
-}
-
-// skipped reports whether p lies in one of the directories skip marks.
-func skipped(p string, skip map[string]bool) bool {
-	for d := range skip {
-		if strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
 }

@@ -110,7 +110,7 @@ func (e *env) privateView(pol *rules.Policy, cwd string) *landlock.View {
 	}
 	slices.Sort(v.Keep)
 	e.privateCwd = ""
-	if cwd != "" && inside(cwd, covered) && !slices.ContainsFunc(v.Keep, func(k string) bool { return inside(cwd, []string{k}) }) {
+	if cwd != "" && v.Covered(cwd) != "" && v.Kept(cwd) == "" {
 		e.privateCwd = cwd
 	}
 	return v
