@@ -167,7 +167,7 @@ func (c *command) run(args []string) int {
 		// The session-end review's first snapshot runs while the init
 		// stage starts; the agent starts only once it is taken.
 		roots := e.reviewRoots(p.pol, p.m)
-		hooks := hooksPaths(e.workspace, e.home)
+		var hooks []string
 		var before persistSnapshot
 		var metaBefore map[string]metaEntry
 		var incomplete string
@@ -176,6 +176,7 @@ func (c *command) run(args []string) int {
 		key := e.keptUnder
 		go func() {
 			metaBefore = protectedMeta(p.pol, e.launcher.StateDir, e.home, e.workspace)
+			hooks = hooksPaths(e.workspace, e.home) // the end's walk reads it after snapped
 			// The last session's walk index spares listing again the
 			// directories that did not change since (walkIndex).
 			before, incomplete, walked = walkPersistence(p.m, roots, hooks, e.planCache().walkIndex(key))
