@@ -625,14 +625,7 @@ func TestPlanCache(t *testing.T) {
 // (found by a review; it printed the secret before).
 func TestWorkspaceUnderGrantedTmp(t *testing.T) {
 	s := newSandbox(t, `write_paths = ["<workspace>/**", "/tmp/**"]`+"\n")
-	ws, err := os.MkdirTemp("/tmp", "al-kerneltest-ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	if err := os.Chmod(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ws := hostTempDir(t, "/tmp", "al-kerneltest-ws-")
 	s.ws = ws
 	s.writeAbs(ws+"/notes.txt", "notes")
 	wantOK(t, "control: a workspace in /tmp with nothing protected runs", s.agent("read", ws+"/notes.txt"))

@@ -131,6 +131,37 @@ func chooseWorldRoot() (string, error) {
 	return d, err
 }
 
+// hostTempDir returns a fresh directory of the host's in parent (/tmp,
+// /var/tmp: a directory the session's view replaces), mode 0755, removed
+// when the test ends.
+func hostTempDir(t *testing.T, parent, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// gitWorkspaceIn returns a fresh git repository of the host's in parent
+// (hostTempDir), for a workspace under a tree the policy grants whole.
+func (s *sandbox) gitWorkspaceIn(parent string) string {
+	s.t.Helper()
+	git := s.lookPath("git")
+	if git == "" {
+		s.t.Fatalf("this test needs git in %s", sandboxPATH)
+	}
+	ws := hostTempDir(s.t, parent, "al-kerneltest-ws-")
+	if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
+		s.t.Fatalf("git init: %v: %s", err, out)
+	}
+	return ws
+}
+
 // worldDir returns a fresh directory for one test's world, removed when
 // the test ends.
 func worldDir(t *testing.T) string {

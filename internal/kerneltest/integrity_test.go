@@ -266,18 +266,7 @@ func TestIntegrityAncestorsPinned(t *testing.T) {
 // without the launcher.
 func TestIntegrityWorkspaceInTemp(t *testing.T) {
 	s := newSandbox(t, `write_paths = ["<workspace>/**", "/var/tmp/**"]`+"\n")
-	git := s.lookPath("git")
-	if git == "" {
-		t.Fatalf("this test needs git in %s", sandboxPATH)
-	}
-	ws, err := os.MkdirTemp("/var/tmp", "al-kerneltest-ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
+	ws := s.gitWorkspaceIn("/var/tmp")
 	config, hook := ws+"/.git/config", ws+"/.git/hooks/pre-commit"
 	before, err := os.ReadFile(config)
 	if err != nil {
@@ -340,18 +329,7 @@ func TestIntegrityWorkspaceInTemp(t *testing.T) {
 // launcher.
 func TestWorkspaceAliasUnderGrant(t *testing.T) {
 	s := newSandbox(t, `write_paths = ["<workspace>/**", "/var/tmp/**"]`+"\n")
-	git := s.lookPath("git")
-	if git == "" {
-		t.Fatalf("this test needs git in %s", sandboxPATH)
-	}
-	ws, err := os.MkdirTemp("/var/tmp", "al-kerneltest-ws-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(ws) })
-	if out, err := exec.Command(git, "init", "-q", ws).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
+	ws := s.gitWorkspaceIn("/var/tmp")
 	alias := s.mkdir("alias")
 	config, hook := ws+"/.git/config", ws+"/.git/hooks/pre-commit"
 	before, err := os.ReadFile(config)

@@ -251,13 +251,20 @@ func TestViewPrivileges(t *testing.T) {
 	if !strings.Contains(r.stderr, "private view: own PID namespace") {
 		t.Errorf("the start-up line does not name the private view: %s", r.stderr)
 	}
-	for _, want := range []string{`NoNewPrivs:\t1`, `CapEff:\t0000000000000000`, `CapPrm:\t0000000000000000`, `CapBnd:\t0000000000000000`, `CapAmb:\t0000000000000000`} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("inside, /proc/self/status lacks %q: %s", want, r.stdout)
-		}
-	}
+	wantNoPrivileges(t, "inside", r.stdout)
 	if b := s.bare("read", "/proc/self/status"); !strings.Contains(b.stdout, `NoNewPrivs:\t0`) {
 		t.Errorf("control: the bare agent has no_new_privs already: %s", b)
+	}
+}
+
+// wantNoPrivileges asserts that status (an agent's /proc/self/status)
+// has no_new_privs and no capability in any set, the bounding set empty.
+func wantNoPrivileges(t *testing.T, where, status string) {
+	t.Helper()
+	for _, want := range []string{`NoNewPrivs:\t1`, `CapEff:\t0000000000000000`, `CapPrm:\t0000000000000000`, `CapBnd:\t0000000000000000`, `CapAmb:\t0000000000000000`} {
+		if !strings.Contains(status, want) {
+			t.Errorf("%s /proc/self/status lacks %q: %s", where, want, status)
+		}
 	}
 }
 
@@ -277,11 +284,7 @@ func TestNoViewPrivileges(t *testing.T) {
 	if !strings.Contains(r.stderr, "NO private view") {
 		t.Fatalf("not a session without the view: %s", r.stderr)
 	}
-	for _, want := range []string{`NoNewPrivs:\t1`, `CapEff:\t0000000000000000`, `CapPrm:\t0000000000000000`, `CapBnd:\t0000000000000000`, `CapAmb:\t0000000000000000`} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("inside, without the view, /proc/self/status lacks %q: %s", want, r.stdout)
-		}
-	}
+	wantNoPrivileges(t, "inside, without the view,", r.stdout)
 	// Control: the same wrapper without the launcher holds capabilities.
 	unshare := s.lookPath("unshare")
 	b := s.exec(unshare, "-Ur", "/bin/sh", "-c", `echo 0 > /proc/sys/user/max_user_namespaces && exec "$@"`, "sh", agent, "read", "/proc/self/status")
@@ -299,14 +302,7 @@ func TestNoViewPrivileges(t *testing.T) {
 // beside the workspace this way; the operator's next checkout ran it.
 func TestViewWorkingDirInPrivateTmp(t *testing.T) {
 	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"/tmp/**\"]\n")
-	cwd, err := os.MkdirTemp("/tmp", "agent-launcher-cwd-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(cwd) })
-	if err := os.Chmod(cwd, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	cwd := hostTempDir(t, "/tmp", "agent-launcher-cwd-")
 	for _, d := range []string{"repo/.git/hooks", "ws"} {
 		if err := os.MkdirAll(filepath.Join(cwd, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -914,15 +910,8 @@ func TestReviewHooksPathOfEnclosingRepo(t *testing.T) {
 // review planted a .envrc and a repository there, unreported.
 func TestReviewHomeInPrivateTmp(t *testing.T) {
 	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"/tmp/**\"]\n")
-	home, err := os.MkdirTemp("/tmp", "agent-launcher-home-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := hostTempDir(t, "/tmp", "agent-launcher-home-")
 	if err := os.MkdirAll(home+"/proj", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(home, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	envrc := home + "/proj/.envrc"
