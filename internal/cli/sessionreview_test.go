@@ -458,3 +458,46 @@ func TestGitConfigValues(t *testing.T) {
 		t.Errorf("hooksPaths = %q, want %q", got, want)
 	}
 }
+
+// TestWalkPlantedFIFOConfig: a git directory whose config is a FIFO (the
+// agent's, in a write tree) does not stall the review: the walk reads a
+// git directory's config for core.hooksPath only when it is a regular
+// file, opened without blocking; the FIFO itself is recorded.
+func TestWalkPlantedFIFOConfig(t *testing.T) {
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"bare/objects", "bare/refs"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "bare/HEAD"), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(ws, "bare/config")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	_, p := loadedEnv(t, tmp, &policyFlags{workspace: ws})
+	done := make(chan persistSnapshot, 1)
+	var hooks []string
+	go func() {
+		hooks = gitDirHooksPaths(filepath.Join(ws, "bare"))
+		snap, _, _ := walkPersistence(p.m, []string{ws}, nil, nil)
+		done <- snap
+	}()
+	select {
+	case snap := <-done:
+		if len(hooks) != 0 {
+			t.Errorf("hooks paths from a FIFO: %q", hooks)
+		}
+		if e, ok := snap[fifo]; !ok || e.Type != "other" {
+			t.Errorf("the planted FIFO config is recorded as %+v (%v)", e, ok)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the review walk stalled on a FIFO planted as a git directory's config")
+	}
+}
