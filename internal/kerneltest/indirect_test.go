@@ -1,0 +1,95 @@
+package kerneltest
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Persistence files that the built-in write protection names by their
+// usual place, found at another: where the operator's environment moves
+// them (XDG_CONFIG_HOME, XDG_DATA_HOME), and where the operator's git
+// configuration points (include.path, includeIf.*.path, core.hooksPath).
+// Each is a file that programs outside the session run or obey; a
+// dotfiles repository as the workspace is the usual way they end up in a
+// write tree.
+
+// TestXDGRelocatedPersistence: with XDG_CONFIG_HOME and XDG_DATA_HOME in a
+// write tree, the systemd user units, git configuration, autostart and
+// desktop entries there are write-protected as they are under ~/.config
+// and ~/.local/share, and the credentials there denied; an ordinary file
+// beside them stays writable. A review found them writable.
+func TestXDGRelocatedPersistence(t *testing.T) {
+	s := newSandbox(t, standard)
+	cfg, data := s.ws+"/dot/config", s.ws+"/dot/share"
+	s.extraEnv = append(s.extraEnv, "XDG_CONFIG_HOME="+cfg, "XDG_DATA_HOME="+data)
+	for _, d := range []string{"dot/config/systemd/user", "dot/config/git", "dot/config/autostart", "dot/config/gh", "dot/config/other", "dot/share/applications"} {
+		s.mkdir("home/proj/" + d)
+	}
+	s.write("home/proj/dot/config/gh/hosts.yml", "oauth_token: "+sshKey+"\n")
+	for _, f := range []string{
+		cfg + "/systemd/user/evil.service",
+		cfg + "/git/config",
+		cfg + "/autostart/evil.desktop",
+		data + "/applications/evil.desktop",
+	} {
+		wantErr(t, "the agent writes "+f, s.agent("write", f, "[Service]\nExecStart=/bin/evil\n"), "EROFS", "EACCES")
+		wantOK(t, "control: bare writes "+f, s.bare("write", f, "# operator\n"))
+	}
+	wantErr(t, "the agent reads the relocated gh token", s.agent("read", cfg+"/gh/hosts.yml"), "EACCES")
+	wantOK(t, "control: bare reads it", s.bare("read", cfg+"/gh/hosts.yml"))
+	wantOK(t, "control: an ordinary file under the relocated config", s.agent("write", cfg+"/other/settings", "x"))
+	r := s.launch("/bin/sh", "-c", "exit 0")
+	if r.code != 0 {
+		t.Fatalf("a session: %s", r)
+	}
+	// check names where the rule came from.
+	c := s.exec(launcher, "check", "--config", s.config, "--workspace", s.ws)
+	if !strings.Contains(c.stdout, "$XDG_CONFIG_HOME/systemd/user/**") {
+		t.Errorf("check does not show the relocated rule: %s", c)
+	}
+}
+
+// TestGitIncludedConfigProtected: a git configuration that the policy
+// write-protects extends its protection to the files it includes
+// (include.path, includeIf.*.path, absolute, "~/" or relative to the file,
+// and chained) and to the hooks directories core.hooksPath names: git
+// runs what they say at the operator's next command. Writing a file beside
+// them stays allowed. A review found them writable.
+func TestGitIncludedConfigProtected(t *testing.T) {
+	s := newSandbox(t, standard)
+	gitRepo(t, s)
+	inc, chained, cond, rel := s.ws+"/dot/gitconfig", s.ws+"/dot/more/chained", s.ws+"/dot/work.gitconfig", s.ws+"/shared.gitconfig"
+	s.write("home/proj/dot/gitconfig", "[include]\n\tpath = more/chained\n")
+	s.write("home/proj/dot/more/chained", "[user]\n\tname = op\n")
+	s.write("home/proj/dot/work.gitconfig", "[user]\n\temail = op@work\n")
+	s.write("home/proj/shared.gitconfig", "[core]\n\tautocrlf = false\n")
+	s.mkdir("home/proj/hooks")
+	s.write("home/.gitconfig", "[include]\n\tpath = ~/proj/dot/gitconfig\n"+
+		"[includeIf \"gitdir:~/proj/\"]\n\tpath = \"proj/dot/work.gitconfig\"\n"+
+		"[core]\n\thooksPath = ~/proj/hooks\n")
+	gitConfigAppend(t, s, s.ws+"/.git/config", "[include]\n\tpath = ../shared.gitconfig\n")
+	evil := "[core]\n\tfsmonitor = /bin/evil\n"
+	for _, f := range []string{inc, chained, cond, rel, s.ws + "/hooks/pre-commit"} {
+		wantErr(t, "the agent writes "+f, s.agent("write", f, evil), "EROFS", "EACCES")
+		wantOK(t, "control: bare writes "+f, s.bare("write", f, "# operator\n"))
+	}
+	wantOK(t, "control: a file beside the included ones", s.agent("write", s.ws+"/dot/notes", "x"))
+	wantOK(t, "control: a file beside the hooks directory", s.agent("write", s.ws+"/hooks.md", "x"))
+	c := s.exec(launcher, "explain", "--config", s.config, "--workspace", s.ws, "--op", "write", inc)
+	if c.code != 1 || !strings.Contains(c.stdout, "included from "+s.home+"/.gitconfig") {
+		t.Errorf("explain does not say the include protects %s: %s", inc, c)
+	}
+}
+
+// gitConfigAppend appends text to the git config file f, as the operator.
+func gitConfigAppend(t *testing.T, s *sandbox, f, text string) {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, append(b, text...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
