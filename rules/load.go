@@ -651,12 +651,51 @@ func perProcessPrefix(glob string) string {
 	return ""
 }
 
+// xdgHomes are the directories of the built-in lists that an XDG base
+// directory variable moves: git reads $XDG_CONFIG_HOME/git/config, systemd
+// $XDG_CONFIG_HOME/systemd/user, when the variable is set.
+var xdgHomes = []struct{ dir, variable string }{
+	{"~/.config/", "XDG_CONFIG_HOME"},
+	{"~/.local/share/", "XDG_DATA_HOME"},
+}
+
+// relocated returns pattern, a built-in pattern, at the place the XDG
+// variable that moves its directory names ("${XDG_CONFIG_HOME}/git/**"),
+// or "" when it names none: unset, relative (which the specification
+// says to ignore) or the usual place.
+func (b *builder) relocated(pattern string) string {
+	if b.opts.LookupEnv == nil {
+		return ""
+	}
+	for _, x := range xdgHomes {
+		rest, ok := strings.CutPrefix(pattern, x.dir)
+		if !ok {
+			continue
+		}
+		v, ok := b.opts.LookupEnv(x.variable)
+		if !ok || !path.IsAbs(v) || path.Clean(v) == path.Join(b.opts.Home, x.dir[2:]) {
+			return ""
+		}
+		return "${" + x.variable + "}/" + rest
+	}
+	return ""
+}
+
 func (b *builder) addBuiltins() {
-	deny := func(pattern, note, layer string) {
-		if r := b.addRule(pattern, KindTier, Deny, note, Source{Origin: OriginBuiltin, Key: layer}); r != nil {
-			b.builtins = append(b.builtins, r)
+	// builtin adds a built-in rule, and its twin where an XDG variable
+	// moves the rule's directory: the operator's programs, started with
+	// the same environment, read there.
+	builtin := func(pattern string, kind Kind, tier Tier, note, layer string) {
+		for _, p := range []string{pattern, b.relocated(pattern)} {
+			if p == "" {
+				continue
+			}
+			if r := b.addRule(p, kind, tier, note, Source{Origin: OriginBuiltin, Key: layer}); r != nil {
+				b.builtins = append(b.builtins, r)
+			}
 		}
 	}
+	deny := func(pattern, note, layer string) { builtin(pattern, KindTier, Deny, note, layer) }
 	for _, e := range credentialDirs {
 		deny(e.pattern, e.note, layerDenylist)
 	}
@@ -715,11 +754,7 @@ func (b *builder) addBuiltins() {
 	launcher(lp.AuditLog, false, KindTier, "the launcher's audit log")
 	launcher(lp.Executable, false, KindWriteProtect, "the launcher's own executable")
 
-	wp := func(pattern, note string) {
-		if r := b.addRule(pattern, KindWriteProtect, Read, note, Source{Origin: OriginBuiltin, Key: layerWriteProtect}); r != nil {
-			b.builtins = append(b.builtins, r)
-		}
-	}
+	wp := func(pattern, note string) { builtin(pattern, KindWriteProtect, Read, note, layerWriteProtect) }
 	for _, e := range writeProtectHome {
 		wp(e.pattern, e.note)
 	}

@@ -581,3 +581,57 @@ func TestNameChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinsFollowXDG: a built-in rule under ~/.config or ~/.local/share
+// gets a twin where XDG_CONFIG_HOME or XDG_DATA_HOME moves the directory,
+// escaped as a literal; none when the variable is unset, relative or the
+// usual place.
+func TestBuiltinsFollowXDG(t *testing.T) {
+	expanded := func(env map[string]string) map[string]bool {
+		opts := options(memFS{"/cfg/config.toml": "[file_policy]\n"}, "")
+		opts.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		p, err := Load(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, r := range p.Rules {
+			if r.Source.Origin == OriginBuiltin {
+				out[r.Kind.String()+" "+r.Expanded] = true
+			}
+		}
+		return out
+	}
+	base := expanded(nil)
+	moved := expanded(map[string]string{"XDG_CONFIG_HOME": "/dot/c*nf/", "XDG_DATA_HOME": "/dot/share"})
+	for _, want := range []string{
+		`write-protect /dot/c\*nf/systemd/user/**`,
+		`write-protect /dot/c\*nf/git/**`,
+		`tier /dot/c\*nf/gh/**`,
+		`write-protect /dot/share/applications/**`,
+		`write-protect /dot/share/systemd/user/**`,
+		`tier /dot/share/keyrings/**`,
+		`write-protect ` + home + `/.config/git/**`,
+	} {
+		if !moved[want] {
+			t.Errorf("with the XDG variables set, no built-in rule %q", want)
+		}
+	}
+	under := 0
+	for _, e := range slices.Concat(credentialDirs, writeProtectHome) {
+		if strings.HasPrefix(e.pattern, "~/.config/") || strings.HasPrefix(e.pattern, "~/.local/share/") {
+			under++
+		}
+	}
+	if under < 15 || len(moved)-len(base) != under {
+		t.Errorf("the XDG variables added %d rules, want %d (every built-in under ~/.config or ~/.local/share once)", len(moved)-len(base), under)
+	}
+	for _, env := range []map[string]string{
+		{"XDG_CONFIG_HOME": "dot/config", "XDG_DATA_HOME": "relative"},
+		{"XDG_CONFIG_HOME": home + "/.config/", "XDG_DATA_HOME": home + "/.local/share"},
+	} {
+		if got := expanded(env); len(got) != len(base) {
+			t.Errorf("%v: %d built-in rules, want %d", env, len(got), len(base))
+		}
+	}
+}

@@ -45,7 +45,7 @@ func TestXDGRelocatedPersistence(t *testing.T) {
 	}
 	// check names where the rule came from.
 	c := s.exec(launcher, "check", "--config", s.config, "--workspace", s.ws)
-	if !strings.Contains(c.stdout, "$XDG_CONFIG_HOME/systemd/user/**") {
+	if !strings.Contains(c.stdout, "${XDG_CONFIG_HOME}/systemd/user/**") {
 		t.Errorf("check does not show the relocated rule: %s", c)
 	}
 }
