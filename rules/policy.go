@@ -255,3 +255,21 @@ func (p *Policy) AddDerived(r *Rule, tier Tier, pattern, via string) (*Rule, err
 	p.Rules = append(p.Rules, d)
 	return d, nil
 }
+
+// AddReferenced adds to p a write protection of the paths pattern (an
+// expanded glob) names, because a file r protects sends programs there: a
+// git configuration's include.path or core.hooksPath. how says which
+// reference ("included from ~/.gitconfig"), for the rule's Source; r is
+// the rule that keeps the agent from writing that file; note says what the
+// programs do there. The rule added only ever protects.
+func (p *Policy) AddReferenced(r *Rule, pattern, how, note string) (*Rule, error) {
+	globs, err := ParsePattern(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("rules: protecting %s, %s: %w", pattern, how, err)
+	}
+	src := r.Source
+	src.Key = fmt.Sprintf("%s, %s", src.Key, how)
+	d := &Rule{Pattern: pattern, Expanded: pattern, Globs: globs, Kind: KindWriteProtect, Tier: Read, Note: note, Source: src}
+	p.Rules = append(p.Rules, d)
+	return d, nil
+}

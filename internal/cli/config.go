@@ -42,6 +42,11 @@ type env struct {
 	// privateCwd is the working directory when the view makes it the
 	// session's own (privateView), else "".
 	privateCwd string
+	// gitPtrs are where the git configurations git reads for the
+	// workspace send git (allGitPointers), read once (gitRead) by the
+	// first load.
+	gitPtrs []gitPointer
+	gitRead bool
 	// keptUnder is the plan cache's key of the floor run planned last (""
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string
@@ -344,11 +349,20 @@ func (e *env) load(agent string) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Protected paths that lead elsewhere through symlinks: protect where
-	// they lead too (plan.go), and compile again when that added rules.
-	if n, err := protectResolved(pol, m); err != nil {
+	// What protected git configurations include or name as their hooks
+	// (gitconfig.go), and protected paths that lead elsewhere through
+	// symlinks (plan.go): protect where they lead too, and compile again
+	// when that added rules.
+	if !e.gitRead {
+		e.gitPtrs, e.gitRead = allGitPointers(e.workspace, e.home), true
+	}
+	n, err := protectGitPointers(pol, m, e.gitPtrs, e.home, e.workspace)
+	if err != nil {
 		return nil, err
-	} else if n > 0 {
+	}
+	if k, err := protectResolved(pol, m); err != nil {
+		return nil, err
+	} else if n+k > 0 {
 		if m, err = tiers.CompileCached(pol, cache); err != nil {
 			return nil, err
 		}

@@ -37,7 +37,7 @@ func BenchmarkReviewWalk(b *testing.B) {
 	roots := e.reviewRoots(p.pol, p.m)
 	b.ReportAllocs()
 	for b.Loop() {
-		snap, incomplete, _ := walkPersistence(p.m, roots, nil, nil)
+		snap, incomplete, _ := walkPersistence(p.m, "", roots, nil, nil)
 		if incomplete != "" || len(snap) == 0 {
 			b.Fatalf("walk: %d persistence paths, incomplete %q", len(snap), incomplete)
 		}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -165,8 +164,8 @@ type walkDir struct {
 // config git outside obeys). idx (nil: none) stands for the listings of
 // the directories whose stamps did not change, and the index of this walk
 // is returned (nil when the walk stopped at reviewLimit).
-func walkPersistence(m *tiers.Matcher, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
-	return walkPersistenceOn(landlock.OS(), m, roots, hooks, idx)
+func walkPersistence(m *tiers.Matcher, home string, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+	return walkPersistenceOn(landlock.OS(), m, home, roots, hooks, idx)
 }
 
 // Why walkPersistence records the paths no rule names.
@@ -201,7 +200,7 @@ func gitDirectory(ents []landlock.DirEntry) bool {
 }
 
 // walkPersistenceOn walks fsys, the OS or one that counts its listings.
-func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
 	snap := persistSnapshot{}
 	out := &walkIndex{Dirs: map[string]walkDir{}}
 	now := landlock.StampNow()
@@ -219,7 +218,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, roots, hooks []string
 	hooks = slices.Clone(hooks)
 	var later []string
 	foundGitDir := func(p string) {
-		for _, h := range gitDirHooksPaths(p) {
+		for _, h := range gitDirHooksPaths(p, home) {
 			if !slices.Contains(hooks, h) {
 				hooks = append(hooks, h)
 				later = append(later, h)
@@ -921,73 +920,35 @@ func mergeChanges(changes, meta []reviewChange) []reviewChange {
 }
 
 // hooksPaths returns the directories git's core.hooksPath names for the
-// workspace's repository, as its own config, ~/.gitconfig and
-// $XDG_CONFIG_HOME/git/config set it (every one set: which wins depends on
-// where git runs): absolute, "~/" expanded, a relative one taken from the
-// workspace (the work tree's top). Includes are not followed.
+// workspace's repository, as the git configurations git reads there set
+// it (gitConfigRoots; every one set: which wins depends on where git runs)
+// and the files they include: absolute, "~/" expanded, a relative one
+// taken from the workspace's work tree.
 func hooksPaths(workspace, home string) []string {
-	xdg := os.Getenv("XDG_CONFIG_HOME")
-	if !filepath.IsAbs(xdg) {
-		xdg = filepath.Join(home, ".config")
-	}
-	// The repository the workspace is in: its own, or the first one
-	// above it, as git finds it (a workspace inside a repository whose
-	// hooksPath names a directory of the workspace).
-	top := workspace
-	for {
-		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(top, ".git"), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			break
-		}
-		if top == "/" || top == "." {
-			top = ""
-			break
-		}
-		top = filepath.Dir(top)
-	}
-	var out []string
-	if top != "" {
-		out = appendHooksPaths(out, filepath.Join(top, ".git", "config"), top, home)
-	}
-	for _, f := range []string{filepath.Join(home, ".gitconfig"), filepath.Join(xdg, "git", "config")} {
-		out = appendHooksPaths(out, f, cmp.Or(top, workspace), home)
+	return hooksDirs(allGitPointers(workspace, home))
+}
+
+// allGitPointers returns where the git configurations git reads for the
+// workspace send git (gitConfigRoots, gitPointers).
+func allGitPointers(workspace, home string) []gitPointer {
+	files, bases := gitConfigRoots(workspace, home)
+	var out []gitPointer
+	for i, f := range files {
+		out = append(out, gitPointers(f, bases[i], home)...)
 	}
 	return out
 }
 
 // gitDirHooksPaths returns the hooks directories the config of the git
-// directory dir names: a relative one is taken from its work tree (the
-// directory above a .git), or from dir for a bare repository.
-func gitDirHooksPaths(dir string) []string {
+// directory dir (and the files it includes) names: a relative one is
+// taken from its work tree (the directory above a .git), or from dir for a
+// bare repository; "~/" from home.
+func gitDirHooksPaths(dir, home string) []string {
 	base := dir
 	if filepath.Base(dir) == ".git" {
 		base = filepath.Dir(dir)
 	}
-	return appendHooksPaths(nil, filepath.Join(dir, "config"), base, os.Getenv("HOME"))
-}
-
-// appendHooksPaths appends to out the core.hooksPath values of the git
-// config file f, each once: absolute, "~/" expanded from home, a relative
-// one taken from base.
-func appendHooksPaths(out []string, f, base, home string) []string {
-	b, err := readSmall(f, 1<<20)
-	if err != nil {
-		return out
-	}
-	for _, v := range gitConfigValues(string(b), "core", "hookspath") {
-		switch {
-		case v == "":
-			continue
-		case v == "~" || strings.HasPrefix(v, "~/"):
-			v = filepath.Join(home, v[1:])
-		case !filepath.IsAbs(v):
-			v = filepath.Join(base, v)
-		}
-		if v = filepath.Clean(v); !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
+	return hooksDirs(gitPointers(filepath.Join(dir, "config"), base, home))
 }
 
 // readSmall reads the regular file path, refusing one larger than max
@@ -1011,8 +972,10 @@ func readSmall(path string, max int64) ([]byte, error) {
 
 // gitConfigValues returns the values of section.key (both lower case) in a
 // git config file's text: sections and keys case-insensitive, values
-// unquoted, comments dropped. Enough for core.hooksPath; not git's whole
-// syntax (no subsections, continuation lines or escapes but \" and \\).
+// unquoted, comments dropped. A section with a subsection is named
+// "section.*", whatever the subsection ([includeIf "gitdir:~/w/"] is
+// includeif.*). Enough for core.hooksPath and the include paths; not
+// git's whole syntax (no continuation lines, no escapes but \" and \\).
 func gitConfigValues(text, section, key string) []string {
 	var out []string
 	cur := ""
@@ -1024,7 +987,15 @@ func gitConfigValues(text, section, key string) []string {
 				cur = ""
 				continue
 			}
-			cur = strings.ToLower(strings.TrimSpace(line[1:end]))
+			// The section's name, and ".*" for one with a subsection:
+			// "[includeIf \"gitdir:~/w/\"]" is includeif.*, and so is
+			// "[includeIf.x]" (the old subsection form).
+			name := strings.TrimSpace(line[1:end])
+			sub := ""
+			if i := strings.IndexAny(name, " \t\"."); i >= 0 {
+				name, sub = name[:i], ".*"
+			}
+			cur = strings.ToLower(name) + sub
 			line = strings.TrimSpace(line[end+1:]) // "[core] hooksPath = x"
 		}
 		if cur != section || line == "" || line[0] == '#' || line[0] == ';' {

@@ -176,10 +176,10 @@ func (c *command) run(args []string) int {
 		key := e.keptUnder
 		go func() {
 			metaBefore = protectedMeta(p.pol, e.launcher.StateDir, e.home, e.workspace)
-			hooks = hooksPaths(e.workspace, e.home) // the end's walk reads it after snapped
+			hooks = hooksDirs(e.gitPtrs) // the end's walk reads it after snapped
 			// The last session's walk index spares listing again the
 			// directories that did not change since (walkIndex).
-			before, incomplete, walked = walkPersistence(p.m, roots, hooks, e.planCache().walkIndex(key))
+			before, incomplete, walked = walkPersistence(p.m, e.home, roots, hooks, e.planCache().walkIndex(key))
 			launch.Trace("session review: persistence paths recorded")
 			close(snapped)
 		}()
@@ -214,7 +214,7 @@ func (c *command) run(args []string) int {
 				// be made): no stamps either, every directory listed again.
 				walked = nil
 			}
-			after, inc2, index := walkPersistence(p.m, roots, hooks, walked)
+			after, inc2, index := walkPersistence(p.m, e.home, roots, hooks, walked)
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,

@@ -70,8 +70,13 @@ func TestGitIncludedConfigProtected(t *testing.T) {
 		"[core]\n\thooksPath = ~/proj/hooks\n")
 	gitConfigAppend(t, s, s.ws+"/.git/config", "[include]\n\tpath = ../shared.gitconfig\n")
 	evil := "[core]\n\tfsmonitor = /bin/evil\n"
-	for _, f := range []string{inc, chained, cond, rel, s.ws + "/hooks/pre-commit"} {
+	targets := []string{inc, chained, cond, rel, s.ws + "/hooks/pre-commit"}
+	for _, f := range targets {
 		wantErr(t, "the agent writes "+f, s.agent("write", f, evil), "EROFS", "EACCES")
+	}
+	// After every attempt: a control that rewrites the first include
+	// ends the chain to the second.
+	for _, f := range targets {
 		wantOK(t, "control: bare writes "+f, s.bare("write", f, "# operator\n"))
 	}
 	wantOK(t, "control: a file beside the included ones", s.agent("write", s.ws+"/dot/notes", "x"))

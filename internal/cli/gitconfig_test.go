@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/tiers"
+)
+
+// TestGitPointers: the includes of a git configuration are followed as git
+// follows them (absolute, "~/", relative to the including file, chained,
+// includeIf whatever its condition, each once, to git's depth of 10), and
+// the core.hooksPath of each is taken from the work tree; "~user/", a
+// cycle and a FIFO stop nothing and read nothing.
+func TestGitPointers(t *testing.T) {
+	dir := t.TempDir()
+	home, ws := filepath.Join(dir, "home"), filepath.Join(dir, "ws")
+	write := func(rel, text string) string {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	root := write("home/.gitconfig", "[include]\n\tpath = ~/a\n\tpath = ~other/x\n"+
+		"[includeIf \"gitdir:~/w/\"]\n\tpath = \""+filepath.Join(dir, "abs")+"\"\n"+
+		"[includeIf.old]\n\tpath = sub/rel ; a comment\n[include \"x\"]\n\tpath = not-an-include\n[core]\n\thooksPath = hooks\n")
+	write("home/a", "[include]\n\tpath = ../abs\n[core]\n\thooksPath = ~/h2\n")
+	write("abs", "[include]\n\tpath = home/.gitconfig\n") // a cycle
+	write("home/sub/rel", "")
+	if err := unix.Mkfifo(filepath.Join(home, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write("home/sub/rel", "[include]\n\tpath = ../fifo\n")
+	got := gitPointers(root, ws, home)
+	var lines []string
+	for _, p := range got {
+		lines = append(lines, fmt.Sprintf("%s -> %s hooks=%v", strings.TrimPrefix(p.file, dir), strings.TrimPrefix(p.target, dir), p.hooks))
+	}
+	want := []string{
+		"/home/.gitconfig -> /ws/hooks hooks=true",
+		"/home/.gitconfig -> /home/a hooks=false",
+		"/home/a -> /home/h2 hooks=true",
+		"/home/a -> /abs hooks=false",
+		"/home/.gitconfig -> /abs hooks=false",
+		"/home/.gitconfig -> /home/sub/rel hooks=false",
+		"/home/sub/rel -> /home/fifo hooks=false",
+	}
+	// "/home/.gitconfig -> /abs" is seen once: the second naming of a file
+	// already followed adds nothing.
+	want = slices.DeleteFunc(want, func(s string) bool { return s == "/home/.gitconfig -> /abs hooks=false" })
+	if !slices.Equal(lines, want) {
+		t.Errorf("pointers:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	// Depth: a chain of 12 includes stops at git's 10.
+	chain := filepath.Join(dir, "chain")
+	for i := range 12 {
+		write(fmt.Sprintf("chain/%d", i), fmt.Sprintf("[include]\n\tpath = %d\n", i+1))
+	}
+	if n := len(gitPointers(filepath.Join(chain, "0"), ws, home)); n != maxIncludeDepth {
+		t.Errorf("a chain of 12 includes gave %d pointers, want %d", n, maxIncludeDepth)
+	}
+}
+
+// TestProtectGitPointers: a protected configuration's includes and hooks
+// directory get a write protection (a hooks directory above the workspace
+// only its hook names); an unprotected one's nothing.
+func TestProtectGitPointers(t *testing.T) {
+	tmp := t.TempDir()
+	e, p := loadedEnv(t, tmp, &policyFlags{workspace: tmp})
+	ws := e.workspace
+	ptrs := []gitPointer{
+		{root: filepath.Join(e.home, ".gitconfig"), file: filepath.Join(e.home, ".gitconfig"), target: filepath.Join(ws, "inc")},
+		{root: filepath.Join(e.home, ".gitconfig"), file: filepath.Join(e.home, ".gitconfig"), target: filepath.Join(ws, "hooks"), hooks: true},
+		{root: filepath.Join(e.home, ".gitconfig"), file: filepath.Join(e.home, ".gitconfig"), target: filepath.Dir(ws), hooks: true},
+		{root: filepath.Join(e.home, ".gitconfig"), file: filepath.Join(e.home, ".gitconfig"), target: ws},
+		{root: filepath.Join(ws, "plain.gitconfig"), file: filepath.Join(ws, "plain.gitconfig"), target: filepath.Join(ws, "free")},
+	}
+	n, err := protectGitPointers(p.pol, p.m, ptrs, e.home, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 {
+		t.Errorf("%d rules added, want 4 (the include, the hooks directory and what is below it, the hook names above the workspace)", n)
+	}
+	m, err := tiers.Compile(p.pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, allowed := range map[string]bool{
+		filepath.Join(ws, "inc"):                    false,
+		filepath.Join(ws, "hooks"):                  false,
+		filepath.Join(ws, "hooks/pre-commit"):       false,
+		filepath.Join(ws, "hooks/helper.sh"):        false,
+		filepath.Join(filepath.Dir(ws), "pre-push"): false, // /tmp/** grants it without the protection
+		filepath.Join(ws, "pre-push"):               true,  // the hooks directory is the workspace's parent
+		filepath.Join(ws, "free"):                   true,  // named by a configuration the agent may write
+		filepath.Join(ws, "other"):                  true,
+	} {
+		if got := m.Decide(path, tiers.OpWrite).Verdict == tiers.Allowed; got != allowed {
+			t.Errorf("write %s: allowed %v, want %v", path, got, allowed)
+		}
+	}
+}
