@@ -98,3 +98,36 @@ func gitConfigAppend(t *testing.T, s *sandbox, f, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOverlaySymlinkProtected: an agent overlay that is a symlink into the
+// workspace (agents/coder.toml -> <workspace>/coder.toml, as GNU stow
+// links dotfiles), beside a policy in a directory the session's view
+// replaces (/var/tmp), is the launcher's policy: the agent can neither
+// rewrite its own overlay nor another agent's, whose next session would
+// run under it. A review rewrote its overlay to default = "write" and
+// read the home directory in the next session.
+func TestOverlaySymlinkProtected(t *testing.T) {
+	s := newSandbox(t, standard)
+	dir := hostTempDir(t, "/var/tmp", "agent-launcher-policy-")
+	b, err := os.ReadFile(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.config = dir + "/config.toml"
+	s.writeAbs(s.config, string(b))
+	if err := os.Mkdir(dir+"/agents", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"coder", "reviewer"} {
+		if err := os.Symlink(s.write("home/proj/"+name+".toml", "[file_policy]\n"), dir+"/agents/"+name+".toml"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loosen := "[file_policy]\ndefault = \"write\"\n"
+	for _, name := range []string{"coder", "reviewer"} {
+		f := s.ws + "/" + name + ".toml"
+		wantErr(t, "the agent rewrites "+f, s.launchAs("coder", agent, "write", f, loosen), "EACCES", "EROFS")
+		wantOK(t, "control: bare rewrites "+f, s.bare("write", f, "[file_policy]\n"))
+	}
+	wantOK(t, "control: the session writes the workspace", s.launchAs("coder", agent, "write", s.write("home/proj/coder.txt", ""), "x"))
+}
