@@ -258,6 +258,10 @@ func resolveEnv(pf *policyFlags) (*env, error) {
 	return e, nil
 }
 
+// maxConfigLinks bounds the entries of one launcher configuration
+// directory looked at for symlinks.
+const maxConfigLinks = 1024
+
 // launcherPaths lists the launcher's own files for the built-in denylist.
 func launcherPaths(config, agent string) rules.LauncherPaths {
 	res := newResolver()
@@ -306,6 +310,43 @@ func launcherPaths(config, agent string) rules.LauncherPaths {
 	for i, d := range lp.OtherStateDirs {
 		if c, err := res.canonical(d); err == nil {
 			lp.OtherStateDirs[i] = c
+		}
+	}
+	// Symlinks in the launcher's configuration directories (an overlay
+	// GNU stow links from a dotfiles repository, agents/coder.toml ->
+	// ~/dotfiles/coder.toml): where each leads is the launcher's policy
+	// too. The planner finds such links only in the trees it can see,
+	// and a policy under /tmp or /var/tmp is out of the session's view.
+	dirs := []string{lp.ConfigDir, filepath.Join(lp.ConfigDir, "agents"), lp.AgentsDir}
+	for _, f := range lp.ConfigFiles {
+		if strings.HasSuffix(f, "/") {
+			dirs = append(dirs, strings.TrimSuffix(f, "/"), filepath.Join(f, "agents"))
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" || seen[d] {
+			continue
+		}
+		seen[d] = true
+		ents, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for i, ent := range ents {
+			if i == maxConfigLinks {
+				break
+			}
+			if ent.Type()&fs.ModeSymlink == 0 {
+				continue
+			}
+			link := filepath.Join(d, ent.Name())
+			if c, err := res.canonical(link); err == nil && c != link {
+				if st, err := os.Stat(c); err == nil && st.IsDir() {
+					c += "/"
+				}
+				lp.ConfigFiles = append(lp.ConfigFiles, c)
+			}
 		}
 	}
 	// Config files as given and as resolved: replacing the given name (a
