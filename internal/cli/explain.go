@@ -2,7 +2,10 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 	"unicode"
@@ -100,6 +103,9 @@ func writeExplain(c *command, arg string, ex tiers.Explanation) {
 		fmt.Fprintf(c.stdout, "  rule: %s  (%s)\n", d.Rule.Pattern, ruleOrigin(d.Rule))
 	}
 	fmt.Fprintf(c.stdout, "  why: %s\n", d.Why)
+	if f := floorCaveat(ex.Path, d); f != "" {
+		fmt.Fprintf(c.stdout, "  floor: %s\n", f)
+	}
 	var others []tiers.Match
 	for _, m := range ex.Matches {
 		if !m.Won {
@@ -151,13 +157,16 @@ type explainJSON struct {
 	Tier         rules.Tier    `json:"tier"`
 	Rule         *rules.Rule   `json:"rule"`
 	Why          string        `json:"why"`
-	Matches      []tiers.Match `json:"matches"`
+	// Floor says where a session's kernel floor answers differently
+	// (floorCaveat); absent where it does not.
+	Floor   string        `json:"floor,omitempty"`
+	Matches []tiers.Match `json:"matches"`
 }
 
 func writeExplainJSON(c *command, m *tiers.Matcher, arg string, ex tiers.Explanation, tool string) {
 	d := ex.Decision
 	out := explainJSON{Schema: jsonSchema, ToolName: tool, Path: ex.Path, Op: d.Op, Verdict: d.Verdict,
-		Tier: d.Tier, Rule: d.Rule, Why: d.Why, Matches: ex.Matches}
+		Tier: d.Tier, Rule: d.Rule, Why: d.Why, Floor: floorCaveat(ex.Path, d), Matches: ex.Matches}
 	if out.Matches == nil {
 		out.Matches = []tiers.Match{}
 	}
@@ -170,6 +179,36 @@ func writeExplainJSON(c *command, m *tiers.Matcher, arg string, ex tiers.Explana
 	enc := json.NewEncoder(c.stdout)
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(out)
+}
+
+// floorCaveat says how a session's kernel floor answers for path where it
+// does not answer as the policy does: a name pattern (~/**/.env,
+// **/.git/hooks/**) protects the files it matches that exist when the
+// session starts; a file of that name that appears during the session is
+// not refused by it (DESIGN.md section 7). "" where the floor agrees: the
+// path exists, the answer allows, or a literal path or tree decided.
+func floorCaveat(path string, d tiers.Decision) string {
+	r := d.Rule
+	if d.Verdict == tiers.Allowed || r == nil || r.Pattern == "(default)" {
+		return ""
+	}
+	protects := r.Kind == rules.KindWriteProtect || r.Kind == rules.KindTier && r.Tier <= rules.PromptWrite
+	if !protects {
+		return ""
+	}
+	for _, g := range r.Globs {
+		prefix, rest := g.LiteralPrefix()
+		if prefix != "" && (rest == "" || rest == "**") {
+			return "" // a literal path or tree: the floor keeps it, existing or not
+		}
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	if r.Kind == rules.KindWriteProtect {
+		return "the kernel floor applies this name pattern to the files that exist when a session starts; a file of this name created during a session is not refused by it, and the session-end review reports it (agent-launcher review --remove removes it)"
+	}
+	return "the kernel floor applies this name pattern to the files that exist when a session starts; a file of this name that appears during a session (the operator's, or one the agent makes) is not denied by it"
 }
 
 // hint says what would change the answer, for the agent and its operator.

@@ -58,6 +58,7 @@ type explainOut struct {
 	Op           string   `json:"op"`
 	Verdict      string   `json:"verdict"`
 	Tier         string   `json:"tier"`
+	Floor        string   `json:"floor"`
 	Rule         struct {
 		Pattern string `json:"pattern"`
 		Kind    string `json:"kind"`
@@ -863,5 +864,46 @@ func TestExplainPlansWithTheView(t *testing.T) {
 	r = run("explain", "--workspace", ws, filepath.Join(ws, "main.go"))
 	if !strings.Contains(r.stderr, ".env, which the policy protects") {
 		t.Fatalf("explain with a .env in a workspace under /var/tmp: stderr %q; want the warning run refuses with", r.stderr)
+	}
+}
+
+// TestExplainFloorCaveat: where a name pattern decided for a path that
+// does not exist, explain says that a session's floor does not keep a file
+// of that name created during the session (a review found `git init`
+// allowed where explain said create denied); a literal path, an existing
+// file and an allowed answer carry no such line.
+func TestExplainFloorCaveat(t *testing.T) {
+	sb := newSandbox(t)
+	if err := os.MkdirAll(filepath.Join(sb.ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sb.ws, "sub", ".env"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		op, path string
+		want     string // a word of the caveat, "" for none
+	}{
+		{"create", filepath.Join(sb.ws, ".git/config"), "review"},
+		{"create", filepath.Join(sb.ws, ".env"), "not denied"},
+		{"read", filepath.Join(sb.ws, "sub/.env"), ""},   // exists: the floor found it at launch
+		{"create", filepath.Join(sb.home, ".bashrc"), ""}, // a literal path
+		{"create", filepath.Join(sb.ws, "main.go"), ""},   // allowed
+		{"read", filepath.Join(sb.home, ".ssh/id_ed25519"), ""},
+	}
+	var ops, paths []string
+	for _, tt := range tests {
+		ops, paths = append(ops, tt.op), append(paths, tt.path)
+	}
+	out := explainAll(t, sb, nil, ops, paths)
+	for i, tt := range tests {
+		got := out[i].Floor
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("%s %s: floor %q, want one saying %q", tt.op, tt.path, got, tt.want)
+		}
+	}
+	r := run("explain", "--op", "create", filepath.Join(sb.ws, ".envrc"))
+	if !strings.Contains(r.stdout, "  floor: the kernel floor applies this name pattern") {
+		t.Errorf("the text output has no floor line: %s", r.stdout)
 	}
 }
