@@ -131,3 +131,24 @@ func TestOverlaySymlinkProtected(t *testing.T) {
 	}
 	wantOK(t, "control: the session writes the workspace", s.launchAs("coder", agent, "write", s.write("home/proj/coder.txt", ""), "x"))
 }
+
+// TestMoreHomeCredentials: credential files and start-up files a review
+// read or wrote under a policy that grants the whole home directory
+// (upload tokens, rclone's remotes, a PuTTY key in the workspace; gdb,
+// IPython and Gradle start-up scripts) are denied and write-protected as
+// the built-in lists' others are; a file beside them is not.
+func TestMoreHomeCredentials(t *testing.T) {
+	s := newSandbox(t, "write_paths = [\"<workspace>/**\", \"~/**\"]\n")
+	for _, f := range []string{"home/.pypirc", "home/.cargo/credentials.toml", "home/.config/rclone/rclone.conf", "home/.vault-token", "home/proj/deploy.ppk", "home/proj/app/release.jks"} {
+		p := s.write(f, "token = "+sshKey+"\n")
+		wantErr(t, "the agent reads "+f, s.agent("read", p), "EACCES")
+		wantOK(t, "control: bare reads "+f, s.bare("read", p))
+	}
+	for _, f := range []string{"home/.gdbinit", "home/.ipython/profile_default/startup/00-x.py", "home/.gradle/init.d/x.gradle", "home/.config/i3/config"} {
+		p := s.write(f, "# operator\n")
+		wantErr(t, "the agent writes "+f, s.agent("write", p, "shell evil\n"), "EROFS", "EACCES")
+		wantOK(t, "control: bare writes "+f, s.bare("write", p, "# operator\n"))
+	}
+	wantOK(t, "control: a file beside them", s.agent("write", s.write("home/.gradle/notes", ""), "x"))
+	wantOK(t, "control: a file beside them", s.agent("read", s.write("home/.cargo/config-notes", "x")))
+}
