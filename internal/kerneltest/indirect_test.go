@@ -152,3 +152,17 @@ func TestMoreHomeCredentials(t *testing.T) {
 	wantOK(t, "control: a file beside them", s.agent("write", s.write("home/.gradle/notes", ""), "x"))
 	wantOK(t, "control: a file beside them", s.agent("read", s.write("home/.cargo/config-notes", "x")))
 }
+
+// TestDenyDirectoryWithoutStars: a deny or prompt path that names a
+// directory without "/**" keeps what is below it too, as the operator
+// means it; a review read <workspace>/vault/k.txt under deny_paths =
+// ["<workspace>/vault"], which denied only the directory's own entry.
+func TestDenyDirectoryWithoutStars(t *testing.T) {
+	s := newSandbox(t, standard+"deny_paths = [\"<workspace>/vault\"]\nprompt_paths = [\"<workspace>/secrets\"]\n")
+	for _, f := range []string{"vault/k.txt", "vault/deep/k.txt", "secrets/db.txt"} {
+		p := s.write("home/proj/"+f, sshKey)
+		wantErr(t, "the agent reads "+f, s.agent("read", p), "EACCES")
+		wantOK(t, "control: bare reads "+f, s.bare("read", p))
+	}
+	wantOK(t, "control: a sibling file", s.agent("read", s.write("home/proj/vaultnotes.txt", "x")))
+}
