@@ -607,6 +607,20 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 		}
 		return nil
 	}
+	if src.Origin != OriginBuiltin && src.Origin != OriginPreset && kind == KindTier && tier <= PromptWrite {
+		// A deny or prompt path that names a directory keeps what is
+		// below it too ("~/private" as "~/private" and "~/private/**"):
+		// what an operator who writes it means. A review read
+		// <workspace>/vault/k.txt under deny_paths = ["<workspace>/vault"].
+		for _, g := range globs {
+			if prefix, rest := g.LiteralPrefix(); prefix != "" && rest == "" {
+				below, err := ParsePattern(strings.TrimSuffix(g.Text, "/") + "/**")
+				if err == nil {
+					globs = append(globs, below...)
+				}
+			}
+		}
+	}
 	if src.Origin != OriginBuiltin && src.Origin != OriginPreset {
 		for _, g := range globs {
 			if pp := perProcessPrefix(g.Text); pp != "" {

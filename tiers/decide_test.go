@@ -745,3 +745,34 @@ prompt_paths = ["**/x/{a,b,c}/{a,b,c}/**"]
 		t.Errorf("Decide allocates %v times with %d automata", n, len(m.parts))
 	}
 }
+
+// TestDenyLiteralDirectory: a deny or prompt path without a pattern keeps
+// what lies below it too; a grant of one names only itself.
+func TestDenyLiteralDirectory(t *testing.T) {
+	m := compileTOML(t, `[file_policy]
+default = "deny"
+write_paths = ["/srv/**", "/srv/data"]
+deny_paths = ["/srv/vault", "/srv/w\\[1\\]/"]
+prompt_paths = ["<workspace>/secrets"]
+read_paths = ["/opt/tool"]
+`)
+	for _, c := range []struct {
+		path string
+		op   Op
+		want Verdict
+	}{
+		{"/srv/vault", OpRead, Denied},
+		{"/srv/vault/k.txt", OpRead, Denied},
+		{"/srv/vault/deep/k.txt", OpWrite, Denied},
+		{"/srv/w[1]/k", OpRead, Denied},
+		{"/srv/vaultnotes", OpRead, Allowed},
+		{testWS + "/secrets/db.txt", OpRead, NeedsApproval},
+		{"/srv/data/x", OpWrite, Allowed}, // by /srv/**
+		{"/opt/tool", OpRead, Allowed},
+		{"/opt/tool/lib", OpRead, Denied}, // a grant names only itself
+	} {
+		if got := m.Decide(c.path, c.op).Verdict; got != c.want {
+			t.Errorf("%s %s: %v, want %v", c.op, c.path, got, c.want)
+		}
+	}
+}
