@@ -439,6 +439,9 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 		vals, f := pick(l.g, gf(l.name), l.o, of(l.name))
 		b.addList(vals, f, KindTier, l.tier)
 	}
+	if gfp.ReadPaths != nil && ofp.ReadPaths != nil {
+		b.warnDroppedReadOnly(*gfp.ReadPaths, *ofp.ReadPaths, of("read_paths").source(""))
+	}
 	// exec_paths restrict: the global file's and the overlay's both apply
 	// (a program runs only where both lists, when set, match).
 	b.addList(deref(gfp.ExecPaths), gf("exec_paths"), KindExec, Read)
@@ -455,6 +458,41 @@ func (b *builder) build(global, overlay *document, ov *agentDoc, ovPrefix string
 	b.addConnects(conns, connField)
 
 	b.env(global, overlay, ov, ovPrefix)
+}
+
+// warnDroppedReadOnly warns, at src (the overlay's read_paths), for each
+// entry of global (the global file's read_paths) that the overlay's list
+// does not repeat and that lies inside a write tree of the policy: the
+// overlay's list replaces the global one, and with it goes the read-only
+// part of that tree, which an operator reading "protections accumulate"
+// may not expect.
+func (b *builder) warnDroppedReadOnly(global, overlay []string, src Source) {
+	for _, g := range global {
+		if slices.Contains(overlay, g) {
+			continue
+		}
+		expanded, err := b.expand(g)
+		if err != nil {
+			continue
+		}
+		globs, err := ParsePattern(expanded)
+		if err != nil || len(globs) == 0 {
+			continue
+		}
+		prefix, _ := globs[0].LiteralPrefix()
+		if prefix == "" {
+			continue
+		}
+		for _, r := range b.pol.Rules {
+			if r.Kind != KindTier || r.Tier != Write {
+				continue
+			}
+			if slices.ContainsFunc(r.Globs, func(w Glob) bool { ok, _ := doublestar.Match(w.Text, unescape(prefix)); return ok }) {
+				b.warn(src, "replaces the global file's read_paths, which kept %q read-only inside %q (%s); list it here too to keep it", g, r.Pattern, r.Source)
+				break
+			}
+		}
+	}
 }
 
 // pick returns the overlay's list when it sets one, else the global one.

@@ -635,3 +635,26 @@ func TestBuiltinsFollowXDG(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayReadPathsDropWarning: an overlay's read_paths replaces the
+// global file's; a global entry that kept part of a write tree read-only
+// and is gone from the overlay's list is named in a warning (a review
+// found the overlay silently made <workspace>/vendor writable). One the
+// overlay lists again, or that narrowed no write tree, is not.
+func TestOverlayReadPathsDropWarning(t *testing.T) {
+	p := load(t, memFS{"/cfg/config.toml": `
+[file_policy]
+write_paths = ["<workspace>/**"]
+read_paths = ["<workspace>/vendor/**", "<workspace>/third_party/**", "/opt/**"]
+[agents.coder.file_policy]
+read_paths = ["~/notes/**", "<workspace>/third_party/**"]
+`}, "coder")
+	var got []string
+	for _, w := range p.Warnings {
+		got = append(got, w.String())
+	}
+	want := []string{`/cfg/config.toml:6: agents.coder.file_policy.read_paths: replaces the global file's read_paths, which kept "<workspace>/vendor/**" read-only inside "<workspace>/**" (/cfg/config.toml:3: file_policy.write_paths[0]); list it here too to keep it`}
+	if !slices.Equal(got, want) {
+		t.Errorf("warnings:\n got %q\nwant %q", got, want)
+	}
+}

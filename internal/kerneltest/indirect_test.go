@@ -166,3 +166,19 @@ func TestDenyDirectoryWithoutStars(t *testing.T) {
 	}
 	wantOK(t, "control: a sibling file", s.agent("read", s.write("home/proj/vaultnotes.txt", "x")))
 }
+
+// TestRunShowsPolicyWarnings: run names the policy's warnings at start,
+// as check does (a review found a loosening only check mentioned); a
+// policy without any prints none.
+func TestRunShowsPolicyWarnings(t *testing.T) {
+	s := newSandbox(t, standard+"deny_paths = [\"<workspace>/vault*/**\"]\n")
+	r := s.agent("pid")
+	if r.code != 0 || !strings.Contains(r.stderr, "agent-launcher: policy warning: "+s.config+":") ||
+		!strings.Contains(r.stderr, `does not match`) {
+		t.Errorf("run does not show the policy's warning: %s", r)
+	}
+	s = newSandbox(t, standard)
+	if r := s.agent("pid"); r.code != 0 || strings.Contains(r.stderr, "policy warning") {
+		t.Errorf("control: a policy without warnings: %s", r)
+	}
+}
