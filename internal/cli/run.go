@@ -78,6 +78,11 @@ func (c *command) run(args []string) int {
 		c.errorf("run: the policy has errors; nothing was run")
 		return ExitFailure
 	}
+	// The policy's warnings, as check shows them: an operator who never
+	// runs check sees them at every start.
+	for _, w := range p.pol.Warnings {
+		c.errorf("policy warning: %s", w)
+	}
 
 	if kerr != nil {
 		c.errorf("run: cannot detect Landlock: %v; nothing was run", kerr)
