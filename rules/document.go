@@ -94,6 +94,11 @@ func (d *document) line(key string) int {
 // comes back with a nil document.
 func parseDocument(name, dir string, data []byte) (*document, ErrorList) {
 	d := &document{name: name, dir: dir, lines: map[string]int{}}
+	// A UTF-8 byte order mark, which some Windows editors write: TOML
+	// does not allow one, and the decoder's error names the character
+	// U+00EF of its first byte, which says nothing to the operator. It
+	// is no content; lines and columns stay the same without it.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
 	if err := dec.Decode(&d.tree); err != nil {
 		errs := decodeErrors(name, data, err)

@@ -658,3 +658,16 @@ read_paths = ["~/notes/**", "<workspace>/third_party/**"]
 		t.Errorf("warnings:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestByteOrderMark: a policy file that starts with a UTF-8 byte order
+// mark loads as without it, and an error in it keeps its line.
+func TestByteOrderMark(t *testing.T) {
+	p := load(t, memFS{"/cfg/config.toml": "\xef\xbb\xbf[file_policy]\ndeny_paths = [\"/srv/x\"]\n"}, "")
+	if got := userRules(p); !slices.Equal(got, []string{"tier deny /srv/x@file_policy.deny_paths[0]"}) {
+		t.Errorf("rules %q", got)
+	}
+	_, err := Load(options(memFS{"/cfg/config.toml": "\xef\xbb\xbf[file_policy]\ndeny_path = []\n"}, ""))
+	if err == nil || !strings.Contains(err.Error(), "/cfg/config.toml:2: file_policy.deny_path: unknown key") {
+		t.Errorf("error %v", err)
+	}
+}
