@@ -886,7 +886,7 @@ func TestExplainFloorCaveat(t *testing.T) {
 	}{
 		{"create", filepath.Join(sb.ws, ".git/config"), "review"},
 		{"create", filepath.Join(sb.ws, ".env"), "not denied"},
-		{"read", filepath.Join(sb.ws, "sub/.env"), ""},   // exists: the floor found it at launch
+		{"read", filepath.Join(sb.ws, "sub/.env"), ""},    // exists: the floor found it at launch
 		{"create", filepath.Join(sb.home, ".bashrc"), ""}, // a literal path
 		{"create", filepath.Join(sb.ws, "main.go"), ""},   // allowed
 		{"read", filepath.Join(sb.home, ".ssh/id_ed25519"), ""},
