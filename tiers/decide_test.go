@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -659,11 +660,17 @@ write_paths = ["<workspace>/src/**"]
 		return out
 	}
 	global := overrides(compileTOML(t, doc))
-	// Some grant outranks the prompt; which one the report names depends on
-	// the path the automaton found first, so only its existence is checked,
-	// and that the more specific prompt-write rule is not reported.
-	if _, ok := global["**/secrets/**"]; !ok || len(global) != 1 {
-		t.Errorf("global Overrides() = %v, want only **/secrets/**", global)
+	// Several grants outrank the prompt; the report names the policy
+	// file's own (a review was pointed at /bin/** where <workspace>/** let
+	// the agent read the secret), and the others besides. The more
+	// specific prompt-write rule is not reported.
+	if by, ok := global["**/secrets/**"]; !ok || len(global) != 1 || by != "<workspace>/**" {
+		t.Errorf("global Overrides() = %v, want only **/secrets/** by <workspace>/**", global)
+	}
+	for _, o := range compileTOML(t, doc).Overrides() {
+		if !slices.ContainsFunc(o.Also, func(r *rules.Rule) bool { return r.Pattern == "/etc/**" }) {
+			t.Errorf("the other grants %v do not hold the preset's /etc/**", o.Also)
+		}
 	}
 	// A preset grant outranks a policy prompt too (/etc/** at /etc/secrets/x).
 	m := compileTOML(t, doc)

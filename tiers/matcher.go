@@ -820,7 +820,10 @@ func (m *Matcher) findUnused() {
 // precedence: there the grant decides and nobody is asked.
 type Override struct {
 	Rule *rules.Rule
+	// By is one grant that outranks Rule: one of the policy files' own
+	// where there is one, else a preset's; Also are the others.
 	By   *rules.Rule
+	Also []*rules.Rule
 }
 
 // Overrides returns the prompt and prompt-write rules of the policy files
@@ -848,7 +851,7 @@ func (m *Matcher) Overrides() []Override {
 		unused[u.Rule] = true
 	}
 	var out []Override
-	seen := map[*rules.Rule]bool{}
+	at := map[*rules.Rule]int{} // Rule -> its index in out
 	for _, set := range a.sets {
 		// The winner as Decide picks it among these rules.
 		t, g := int32(-1), int32(-1)
@@ -867,10 +870,26 @@ func (m *Matcher) Overrides() []Override {
 			r := m.alts[ids[l]].rule
 			// Only where the grant answers some op more permissively: a
 			// read rule under prompt-write tightens, it does not override.
-			if asks(r.Tier) && weaker(m.alts[w].rule.Tier, r.Tier) && r.Source.Origin >= rules.OriginGlobal && !seen[r] && !unused[r] {
-				seen[r] = true
-				out = append(out, Override{Rule: r, By: m.alts[w].rule})
+			if !asks(r.Tier) || !weaker(m.alts[w].rule.Tier, r.Tier) || r.Source.Origin < rules.OriginGlobal || unused[r] {
+				continue
 			}
+			by := m.alts[w].rule
+			i, ok := at[r]
+			if !ok {
+				at[r] = len(out)
+				out = append(out, Override{Rule: r, By: by})
+				continue
+			}
+			o := &out[i]
+			if o.By == by || slices.Contains(o.Also, by) {
+				continue
+			}
+			// The operator's own grant names the cause better than a
+			// preset's ("<workspace>/**" rather than "/bin/**").
+			if o.By.Source.Origin == rules.OriginPreset && by.Source.Origin != rules.OriginPreset {
+				o.By, by = by, o.By
+			}
+			o.Also = append(o.Also, by)
 		}
 	}
 	slices.SortFunc(out, func(x, y Override) int {

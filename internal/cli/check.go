@@ -316,8 +316,12 @@ func overrideMessage(o tiers.Override, prec rules.Precedence) string {
 	if prec == rules.Restrictive {
 		how = "it is as restrictive and more specific"
 	}
-	return fmt.Sprintf("%s: %q is overridden where %q (%s) also matches, because %s: nobody is asked there. Write the %s rule more specifically, or set precedence = \"restrictive\"",
-		o.Rule.Source, o.Rule.Pattern, o.By.Pattern, o.By.Source, how, o.Rule.Tier)
+	also := ""
+	if n := len(o.Also); n > 0 {
+		also = fmt.Sprintf(" (and where %d other grant(s) match, such as %q)", n, o.Also[0].Pattern)
+	}
+	return fmt.Sprintf("%s: %q is overridden where %q (%s) also matches%s, because %s: nobody is asked there. Write the %s rule more specifically, or set precedence = \"restrictive\"",
+		o.Rule.Source, o.Rule.Pattern, o.By.Pattern, o.By.Source, also, how, o.Rule.Tier)
 }
 
 // patternText shows a pattern as written, and what it expanded to when a
