@@ -182,3 +182,39 @@ func TestRunShowsPolicyWarnings(t *testing.T) {
 		t.Errorf("control: a policy without warnings: %s", r)
 	}
 }
+
+// TestReviewPlantedHooksPathRemovesNothingElse: a bare repository the
+// agent plants with a core.hooksPath that names the workspace (or above)
+// makes neither the workspace nor what was in it "created", and
+// `review --remove` removes only what the session made. A review had
+// `review --remove` delete the whole workspace, .git and secrets included.
+func TestReviewPlantedHooksPathRemovesNothingElse(t *testing.T) {
+	s := newSandbox(t, standard)
+	gitRepo(t, s)
+	s.write("home/proj/src/main.go", "package main\n")
+	r := s.sh("mkdir -p src/vendor/evil/objects src/vendor/evil/refs && cd src/vendor/evil && echo 'ref: refs/heads/main' > HEAD && " +
+		"printf '[core]\\n\\tbare = true\\n\\thooksPath = ../../..\\n' > config")
+	if r.code != 0 {
+		t.Fatalf("the agent plants a repository: %s", r)
+	}
+	if !strings.Contains(r.stderr, "created "+s.ws+"/src/vendor/evil/config") {
+		t.Errorf("control: the planted config is not reported: %s", r.stderr)
+	}
+	for _, p := range []string{s.ws + " (", s.ws + "/README (", s.ws + "/src/main.go ("} {
+		if strings.Contains(r.stderr, "created "+p) {
+			t.Errorf("the session's end reports %q as created: %s", p, r.stderr)
+		}
+	}
+	rm := s.exec(launcher, "review", "--remove")
+	if rm.code != 0 {
+		t.Fatalf("review --remove: %s", rm)
+	}
+	for _, f := range []string{s.ws + "/README", s.ws + "/src/main.go", s.ws + "/.git/config"} {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("review --remove removed %s: %v (%s)", f, err, rm)
+		}
+	}
+	if _, err := os.Stat(s.ws + "/src/vendor/evil/config"); err == nil {
+		t.Errorf("control: review --remove left the planted config: %s", rm)
+	}
+}
