@@ -111,3 +111,47 @@ func TestProtectGitPointers(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewRemoveKeepsRoots: `review --remove` never removes a directory
+// the review walks, or one above it, whatever the report says (a report
+// an agent shaped named the workspace "created"); a file the session made
+// it removes.
+func TestReviewRemoveKeepsRoots(t *testing.T) {
+	tmp := t.TempDir()
+	home, ws := filepath.Join(tmp, "home"), filepath.Join(tmp, "home", "ws")
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_STATE_HOME", filepath.Join(tmp, "state"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(tmp, "config"))
+	planted := filepath.Join(ws, "sub", ".envrc")
+	if err := os.MkdirAll(filepath.Dir(planted), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(planted, []byte("evil"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var changes []reviewChange
+	for _, p := range []string{ws, home, planted} {
+		ent, ok := describe(p)
+		if !ok {
+			t.Fatalf("describe %s", p)
+		}
+		changes = append(changes, reviewChange{Kind: "created", Path: p, Entry: ent})
+	}
+	r := &reviewReport{Schema: 1, Workspace: ws, Roots: []string{ws}, Changes: changes}
+	if err := saveReview(launcherPaths("", "").StateDir, r); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	c := &command{ctx: t.Context(), stdout: &stdout, stderr: &stderr}
+	if code := c.review([]string{"--remove"}); code != ExitOK {
+		t.Fatalf("review --remove: %d: %s", code, stderr.String())
+	}
+	for _, d := range []string{ws, home} {
+		if _, err := os.Stat(d); err != nil || !strings.Contains(stdout.String(), "kept (the review walks it, or what is inside it): "+d+"\n") {
+			t.Errorf("%s: %v; output %q", d, err, stdout.String())
+		}
+	}
+	if _, err := os.Stat(planted); err == nil || !strings.Contains(stdout.String(), "removed: "+planted) {
+		t.Errorf("control: the planted .envrc is not removed: %q", stdout.String())
+	}
+}

@@ -164,8 +164,20 @@ type walkDir struct {
 // config git outside obeys). idx (nil: none) stands for the listings of
 // the directories whose stamps did not change, and the index of this walk
 // is returned (nil when the walk stopped at reviewLimit).
-func walkPersistence(m *tiers.Matcher, home string, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+func walkPersistence(m *tiers.Matcher, home string, roots []string, hooks *reviewHooks, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
 	return walkPersistenceOn(landlock.OS(), m, home, roots, hooks, idx)
+}
+
+// reviewHooks are the hooks directories a review walk reads as
+// persistence: Dirs, and, unless Fixed, those that the configs of the git
+// directories the walk finds name, which the walk adds to Dirs. The
+// session's end walks with the start's list, Fixed: a hooks directory
+// first named during the session (by a config the agent planted, which
+// is reported itself) is not walked, as its entries, absent from the
+// start's record, would all read as created.
+type reviewHooks struct {
+	Dirs  []string
+	Fixed bool
 }
 
 // Why walkPersistence records the paths no rule names.
@@ -200,7 +212,10 @@ func gitDirectory(ents []landlock.DirEntry) bool {
 }
 
 // walkPersistenceOn walks fsys, the OS or one that counts its listings.
-func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots, hooks []string, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []string, rh *reviewHooks, idx *walkIndex) (persistSnapshot, string, *walkIndex) {
+	if rh == nil {
+		rh = &reviewHooks{}
+	}
 	snap := persistSnapshot{}
 	out := &walkIndex{Dirs: map[string]walkDir{}}
 	now := landlock.StampNow()
@@ -215,11 +230,40 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots, h
 	// the configs of the git directories the walk finds name (a nested
 	// repository's husky hooks), walked again at the end when found after
 	// the walk passed them.
-	hooks = slices.Clone(hooks)
+	//
+	// A hooks directory that is a root, the home directory or above
+	// either is not walked as one: all it holds would be hooks (the hook
+	// names of one a protected config names are protected instead:
+	// protectGitPointers). One that a git directory the walk finds
+	// names must lie inside that repository (its work tree, or the bare
+	// repository itself): a planted config's "../../.." made the whole
+	// workspace its hooks.
+	above := func(h string) bool {
+		for _, r := range append(slices.Clip(roots), home) {
+			if r != "" && (h == r || h == "/" || strings.HasPrefix(r, h+"/")) {
+				return true
+			}
+		}
+		return false
+	}
+	var hooks []string
+	for _, h := range rh.Dirs {
+		if !above(h) {
+			hooks = append(hooks, h)
+		}
+	}
+	defer func() { rh.Dirs = hooks }()
 	var later []string
 	foundGitDir := func(p string) {
+		if rh.Fixed {
+			return
+		}
+		base := p
+		if filepath.Base(p) == ".git" {
+			base = filepath.Dir(p)
+		}
 		for _, h := range gitDirHooksPaths(p, home) {
-			if !slices.Contains(hooks, h) {
+			if strings.HasPrefix(h, base+"/") && !above(h) && !slices.Contains(hooks, h) {
 				hooks = append(hooks, h)
 				later = append(later, h)
 			}
@@ -702,6 +746,14 @@ func (c *command) review(args []string) int {
 			}
 			now, ok := describe(ch.Path)
 			switch {
+			case slices.ContainsFunc(append(slices.Clip(r.Roots), r.Workspace), func(root string) bool {
+				return root != "" && (ch.Path == root || ch.Path == "/" || strings.HasPrefix(root, ch.Path+"/"))
+			}):
+				// Never a directory the review walks, or one above it,
+				// whatever the report says: a report the agent shaped
+				// (a hooks path naming the workspace) must not make
+				// --remove delete the workspace.
+				fmt.Fprintf(c.stdout, "kept (the review walks it, or what is inside it): %s\n", display(ch.Path))
 			case !ok:
 				fmt.Fprintf(c.stdout, "gone already: %s\n", ch.Path)
 			case now.Type != ch.Entry.Type || now.Hash != ch.Entry.Hash:

@@ -172,7 +172,7 @@ func (c *command) run(args []string) int {
 		// The session-end review's first snapshot runs while the init
 		// stage starts; the agent starts only once it is taken.
 		roots := e.reviewRoots(p.pol, p.m)
-		var hooks []string
+		hooks := &reviewHooks{}
 		var before persistSnapshot
 		var metaBefore map[string]metaEntry
 		var incomplete string
@@ -181,7 +181,7 @@ func (c *command) run(args []string) int {
 		key := e.keptUnder
 		go func() {
 			metaBefore = protectedMeta(p.pol, e.launcher.StateDir, e.home, e.workspace)
-			hooks = hooksDirs(e.gitPtrs) // the end's walk reads it after snapped
+			hooks.Dirs = hooksDirs(e.gitPtrs) // the end's walk reads it after snapped
 			// The last session's walk index spares listing again the
 			// directories that did not change since (walkIndex).
 			before, incomplete, walked = walkPersistence(p.m, e.home, roots, hooks, e.planCache().walkIndex(key))
@@ -219,6 +219,7 @@ func (c *command) run(args []string) int {
 				// be made): no stamps either, every directory listed again.
 				walked = nil
 			}
+			hooks.Fixed = true // the start's list (reviewHooks)
 			after, inc2, index := walkPersistence(p.m, e.home, roots, hooks, walked)
 			e.planCache().putWalkIndex(key, index)
 			launch.Trace("session review: persistence paths compared")

@@ -94,7 +94,7 @@ func TestWalkIndex(t *testing.T) {
 	hooks := []string{filepath.Join(ws, "tools/hooks")}
 	var lists atomic.Int32
 	fsys := countingFS{landlock.OS(), &lists}
-	snap1, inc, idx1 := walkPersistenceOn(fsys, p.m, e.home, roots, hooks, nil)
+	snap1, inc, idx1 := walkPersistenceOn(fsys, p.m, e.home, roots, &reviewHooks{Dirs: hooks}, nil)
 	if inc != "" || idx1 == nil {
 		t.Fatalf("first walk: incomplete %q, index %v", inc, idx1)
 	}
@@ -120,7 +120,7 @@ func TestWalkIndex(t *testing.T) {
 	}
 
 	lists.Store(0)
-	snap2, _, idx2 := walkPersistenceOn(fsys, p.m, e.home, roots, hooks, idx1)
+	snap2, _, idx2 := walkPersistenceOn(fsys, p.m, e.home, roots, &reviewHooks{Dirs: hooks}, idx1)
 	if !reflect.DeepEqual(snap1, snap2) {
 		t.Errorf("nothing changed, and the snapshots differ:\n%v\n%v", snap1, snap2)
 	}
@@ -149,7 +149,7 @@ func TestWalkIndex(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, ".git/hooks/pre-commit.sample"), []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	snap3, _, _ := walkPersistenceOn(fsys, p.m, e.home, roots, hooks, idx2)
+	snap3, _, _ := walkPersistenceOn(fsys, p.m, e.home, roots, &reviewHooks{Dirs: hooks}, idx2)
 	var got []string
 	for _, c := range diffPersistence(snap2, snap3) {
 		got = append(got, c.Kind+" "+strings.TrimPrefix(c.Path, ws+"/"))
@@ -181,7 +181,7 @@ func TestWalkIndex(t *testing.T) {
 			bad.Dirs[p] = damage(d)
 		}
 		lists.Store(0)
-		snap4, inc, _ := walkPersistenceOn(fsys, p.m, e.home, roots, hooks, bad)
+		snap4, inc, _ := walkPersistenceOn(fsys, p.m, e.home, roots, &reviewHooks{Dirs: hooks}, bad)
 		if !reflect.DeepEqual(snap3, snap4) || inc != "" || lists.Load() < int32(len(idx1.Dirs)) {
 			t.Errorf("malformed index %d: %d listings, snapshots equal %v, incomplete %q", i, lists.Load(), reflect.DeepEqual(snap3, snap4), inc)
 		}
