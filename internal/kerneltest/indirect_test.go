@@ -2,8 +2,11 @@ package kerneltest
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Persistence files that the built-in write protection names by their
@@ -217,4 +220,33 @@ func TestReviewPlantedHooksPathRemovesNothingElse(t *testing.T) {
 	if _, err := os.Stat(s.ws + "/src/vendor/evil/config"); err == nil {
 		t.Errorf("control: review --remove left the planted config: %s", rm)
 	}
+}
+
+// TestSessionKeyringNotInherited: the agent starts with a session keyring
+// of its own, not the operator's, whose keys it could read, change and
+// plant (a login session's also links the operator's user keyring). A
+// review read and replaced the operator's key. Control: the bare agent,
+// started the same way, reads it.
+func TestSessionKeyringNotInherited(t *testing.T) {
+	s := newSandbox(t, standard)
+	done := make(chan [2]result, 1)
+	go func() {
+		// The session keyring is the thread's: this one's is never
+		// given back (the thread ends with the goroutine, locked).
+		runtime.LockOSThread()
+		if _, err := unix.KeyctlJoinSessionKeyring("agent-launcher-test"); err != nil {
+			t.Errorf("joining a session keyring: %v", err)
+			done <- [2]result{}
+			return
+		}
+		if _, err := unix.AddKey("user", "op_token", []byte("OPERATOR-KEY-"+sshKey), unix.KEY_SPEC_SESSION_KEYRING); err != nil {
+			t.Errorf("adding a key: %v", err)
+			done <- [2]result{}
+			return
+		}
+		done <- [2]result{s.agent("keyring-read", "op_token"), s.bare("keyring-read", "op_token")}
+	}()
+	r := <-done
+	wantErr(t, "the agent reads the operator's session key", r[0], "ENOKEY", "EACCES")
+	wantOK(t, "control: bare reads it", r[1])
 }

@@ -253,6 +253,7 @@ func commands() map[string]op {
 		"pid":              {"", 0, 0, opPid},
 		"status":           {"", 0, 0, opStatus},
 		"getenv":           {"NAME", 1, 1, opGetenv},
+		"keyring-read":     {"NAME", 1, 1, opKeyringRead},
 		"sleep":            {"MS", 1, 1, opSleep},
 		"timerslack":       {"", 0, 0, opTimerSlack},
 		"wait-file":        {"PATH TIMEOUT_MS", 2, 2, opWaitFile},

@@ -572,6 +572,21 @@ func opGetenv(_ *env, args []string) (string, error) {
 	return v, nil
 }
 
+// opKeyringRead reads the "user" key NAME found in the process's session
+// keyring (and what it links: the user keyring of a login session).
+func opKeyringRead(_ *env, args []string) (string, error) {
+	id, err := unix.KeyctlSearch(unix.KEY_SPEC_SESSION_KEYRING, "user", args[0], 0)
+	if err != nil {
+		return "", os.NewSyscallError("keyctl search", err)
+	}
+	buf := make([]byte, 4096)
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, id, buf, 0)
+	if err != nil {
+		return "", os.NewSyscallError("keyctl read", err)
+	}
+	return strconv.Quote(string(buf[:min(n, len(buf))])), nil
+}
+
 func opStatus(_ *env, _ []string) (string, error) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
