@@ -229,24 +229,29 @@ func TestReviewPlantedHooksPathRemovesNothingElse(t *testing.T) {
 // started the same way, reads it.
 func TestSessionKeyringNotInherited(t *testing.T) {
 	s := newSandbox(t, standard)
-	done := make(chan [2]result, 1)
+	done := make(chan [3]result, 1)
 	go func() {
 		// The session keyring is the thread's: this one's is never
 		// given back (the thread ends with the goroutine, locked).
 		runtime.LockOSThread()
 		if _, err := unix.KeyctlJoinSessionKeyring("agent-launcher-test"); err != nil {
 			t.Errorf("joining a session keyring: %v", err)
-			done <- [2]result{}
+			done <- [3]result{}
 			return
 		}
 		if _, err := unix.AddKey("user", "op_token", []byte("OPERATOR-KEY-"+sshKey), unix.KEY_SPEC_SESSION_KEYRING); err != nil {
 			t.Errorf("adding a key: %v", err)
-			done <- [2]result{}
+			done <- [3]result{}
 			return
 		}
-		done <- [2]result{s.agent("keyring-read", "op_token"), s.bare("keyring-read", "op_token")}
+		bin, args := s.noViewArgs("", false, agent, "keyring-read", "op_token")
+		done <- [3]result{s.agent("keyring-read", "op_token"), s.exec(bin, args...), s.bare("keyring-read", "op_token")}
 	}()
 	r := <-done
 	wantErr(t, "the agent reads the operator's session key", r[0], "ENOKEY", "EACCES")
-	wantOK(t, "control: bare reads it", r[1])
+	wantErr(t, "without the view, the agent reads the operator's session key", r[1], "ENOKEY", "EACCES")
+	if !strings.Contains(r[1].stderr, "NO private view") {
+		t.Errorf("control: the session without a view had one: %s", r[1].stderr)
+	}
+	wantOK(t, "control: bare reads it", r[2])
 }

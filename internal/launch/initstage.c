@@ -732,10 +732,25 @@ static int check_privileges(struct failure *f) {
 	return 0;
 }
 
+// own_session_keyring gives the calling process a new, empty session
+// keyring (KEYCTL_JOIN_SESSION_KEYRING, no name) in place of the
+// operator's, whose keys the agent could otherwise read, change and add to:
+// keyrings are outside Landlock, and a login session's (pam_keyinit) also
+// links the operator's user keyring. Inside the view's user namespace the
+// user keyring is the namespace's own; without a view the agent still
+// reaches the operator's (README, known limits). A kernel without keys
+// (ENOSYS) has none to pass on; any other failure refuses the start.
+static int own_session_keyring(struct failure *f) {
+	if (syscall(SYS_keyctl, 1 /* KEYCTL_JOIN_SESSION_KEYRING */, (char *)NULL) < 0 && errno != ENOSYS)
+		return failf(f, FAIL_PLAIN, "init stage: cannot give the agent a session keyring of its own (keyctl: %s); refusing to run with the operator's", errstr(errno));
+	return 0;
+}
+
 // confine runs steps 4-7 of the sync protocol in the calling process:
 // Landlock (devs: the view's filesystems, for its rules), no_new_privs,
 // the capabilities dropped (drop_caps: a process with a view, or one
-// that holds some) and none left; the assertions and the canary; then
+// that holds some) and none left; a session keyring of its own; the
+// assertions and the canary; then
 // "ready", and the supervisor's "go". It returns 0 when the agent may
 // start, else the exit status (the failure reported).
 static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, int drop_caps) {
@@ -747,6 +762,8 @@ static int confine(const struct config *c, const uint64_t *devs, size_t ndevs, i
 		return fail(FAIL_PLAIN, "prctl(PR_SET_NO_NEW_PRIVS): %s", errstr(errno));
 	}
 	if (drop_caps && drop_privileges(&f) != 0)
+		return fail(f.cause, "%s", f.msg);
+	if (own_session_keyring(&f) != 0)
 		return fail(f.cause, "%s", f.msg);
 	if (check_privileges(&f) != 0)
 		return fail(f.cause, "%s", f.msg);

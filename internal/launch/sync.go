@@ -72,6 +72,7 @@
 //	                                          view's filesystems); with a view, or
 //	                                          holding any capability without one, drop
 //	                                          every capability and become undumpable;
+//	                                          join a new, empty session keyring;
 //	                                          assert no_new_privs and no capabilities;
 //	                                          canary: opening a denied path must fail
 //	                                          with EACCES, else abort
