@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -254,4 +255,27 @@ func TestSessionKeyringNotInherited(t *testing.T) {
 		t.Errorf("control: the session without a view had one: %s", r[1].stderr)
 	}
 	wantOK(t, "control: bare reads it", r[2])
+}
+
+// TestNoSharedIPC: the session has an IPC namespace of its own, so the
+// operator's System V shared memory (and message queues, semaphores) are
+// out of its reach, and what it makes there ends with it. A review read
+// and overwrote an operator's 0600 segment. Control: the bare agent reads
+// it.
+func TestNoSharedIPC(t *testing.T) {
+	s := newSandbox(t, standard)
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, 4096, unix.IPC_CREAT|0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.SysvShmCtl(id, unix.IPC_RMID, nil) })
+	b, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(b, "OPERATOR-SHM-"+sshKey)
+	unix.SysvShmDetach(b)
+	ids := strconv.Itoa(id)
+	wantErr(t, "the agent reads the operator's segment", s.agent("shm-read", ids), "EINVAL", "EACCES", "EIDRM")
+	wantOK(t, "control: bare reads it", s.bare("shm-read", ids))
 }

@@ -587,6 +587,24 @@ func opKeyringRead(_ *env, args []string) (string, error) {
 	return strconv.Quote(string(buf[:min(n, len(buf))])), nil
 }
 
+// opShmRead reads the System V shared memory segment ID up to its first
+// NUL byte.
+func opShmRead(_ *env, args []string) (string, error) {
+	id, err := strconv.Atoi(args[0])
+	if err != nil {
+		return "", usagef("shm-read: %q is not a segment id", args[0])
+	}
+	b, err := unix.SysvShmAttach(id, 0, unix.SHM_RDONLY)
+	if err != nil {
+		return "", os.NewSyscallError("shmat", err)
+	}
+	defer unix.SysvShmDetach(b)
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return strconv.Quote(string(b)), nil
+}
+
 func opStatus(_ *env, _ []string) (string, error) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
