@@ -1122,7 +1122,7 @@ static int strictly_inside(const char *p, const char *dir) {
 }
 
 // build_view builds the session's private view in the init stage's own
-// user, mount and PID namespaces (DESIGN.md section 7), as view_linux.go
+// user, mount, PID and IPC namespaces (DESIGN.md section 7), as view_linux.go
 // did, and returns the devices of the filesystems it mounted, whose inodes
 // the plan's view rules name. Mounts are impossible after Landlock, so
 // this comes first. A refusal by the kernel is a failure with view set:
@@ -1390,7 +1390,7 @@ static int read_config(struct config *c) {
 }
 
 // with_view is the init stage with a private view (ViewArg): the
-// supervisor started it as PID 1 of new user, mount and PID namespaces
+// supervisor started it as PID 1 of new user, mount, PID and IPC namespaces
 // (al_spawn_view), its uid and gid mapped 1:1, every capability of the
 // new user namespace kept across the execve (ambient), and its signals
 // blocked; mask is the signal mask the supervisor itself was started
@@ -1553,7 +1553,7 @@ static int spawn_child(void *p) {
 }
 
 // al_spawn_view starts the init stage of a session with a private view as
-// PID 1 of new user, mount and PID namespaces (step 1 of the sync
+// PID 1 of new user, mount, PID and IPC namespaces (step 1 of the sync
 // protocol): one clone(CLONE_VM|CLONE_VFORK) into them and an execve,
 // which share the supervisor's memory instead of copying it, so that no
 // process stands between the supervisor and PID 1. The caller's thread
@@ -1593,7 +1593,7 @@ int al_spawn_view(struct al_spawn *s) {
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int pidfd = -1;
 	pid_t pid = clone(spawn_child, stack + sizeof stack,
-	                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | SIGCHLD, s, &pidfd,
+	                  CLONE_VM | CLONE_VFORK | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | SIGCHLD, s, &pidfd,
 	                  NULL, NULL);
 	int e = errno;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

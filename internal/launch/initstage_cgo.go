@@ -85,7 +85,7 @@ func childSlack() (restore func(), err error) {
 
 // spawnSteps names al_spawn_view's steps (initstage.h) for its errors.
 var spawnSteps = map[C.int]string{
-	C.AL_SPAWN_CLONE:     "clone into new user, mount and PID namespaces",
+	C.AL_SPAWN_CLONE:     "clone into new user, mount, PID and IPC namespaces",
 	C.AL_SPAWN_SETGROUPS: "writing /proc/self/setgroups",
 	C.AL_SPAWN_UID_MAP:   "writing /proc/self/uid_map",
 	C.AL_SPAWN_GID_MAP:   "writing /proc/self/gid_map",

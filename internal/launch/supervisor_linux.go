@@ -35,7 +35,7 @@ type Session struct {
 	// runs (an entry of a carved directory replaced from outside).
 	Notice func(string)
 	// View is the private view the plan was made for; nil: none. With a
-	// view the init stage starts in new user, mount and PID namespaces
+	// view the init stage starts in new user, mount, PID and IPC namespaces
 	// and stays the session's PID 1. Cwd is the agent's working
 	// directory, entered again inside the view.
 	View *landlock.View

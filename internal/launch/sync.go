@@ -26,8 +26,8 @@
 //	      waits for it (al_spawn_view_thread),
 //	      else a locked OS thread. With a view
 //	      (al_spawn_view): one clone(CLONE_VM|
-//	      CLONE_VFORK) into new user, mount and
-//	      PID namespaces, whose child maps its
+//	      CLONE_VFORK) into new user, mount, PID
+//	      and IPC namespaces, whose child maps its
 //	      uid and gid 1:1 (setgroups denied),
 //	      keeps its capabilities across the
 //	      execve (ambient) and keeps signals
