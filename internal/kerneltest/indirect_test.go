@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -278,4 +279,43 @@ func TestNoSharedIPC(t *testing.T) {
 	ids := strconv.Itoa(id)
 	wantErr(t, "the agent reads the operator's segment", s.agent("shm-read", ids), "EINVAL", "EACCES", "EIDRM")
 	wantOK(t, "control: bare reads it", s.bare("shm-read", ids))
+}
+
+// TestScreenSocketsHidden: GNU screen's socket directory ($SCREENDIR, and
+// Debian's /run/screen, as root) is out of the view, as tmux's under /tmp
+// is: a review attached to the operator's screen session and ran commands
+// outside. Control: the bare agent connects.
+func TestScreenSocketsHidden(t *testing.T) {
+	s := newSandbox(t, standard)
+	dir := s.mkdir("screens/S-op")
+	sock := dir + "/123.work"
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go acceptAll(l)
+	s.extraEnv = []string{"SCREENDIR=" + s.path("screens")}
+	wantOK(t, "control: bare connects to the screen session", s.bare("connect-unix", sock))
+	wantErr(t, "connect to the screen session inside", s.agent("connect-unix", sock), "ENOENT", "ECONNREFUSED", "EACCES")
+	if os.Getuid() != 0 {
+		return // /run/screen is root's to make; SCREENDIR held the claim above
+	}
+	if _, err := os.Lstat("/run/screen"); err != nil {
+		if err := os.Mkdir("/run/screen", 0o775); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll("/run/screen") })
+	}
+	d := hostTempDir(t, "/run/screen", "S-test-")
+	rs := d + "/1.work"
+	rl, err := net.Listen("unix", rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	go acceptAll(rl)
+	s.extraEnv = nil
+	wantOK(t, "control: bare connects under /run/screen", s.bare("connect-unix", rs))
+	wantErr(t, "connect under /run/screen inside", s.agent("connect-unix", rs), "ENOENT", "ECONNREFUSED", "EACCES")
 }
