@@ -18,11 +18,16 @@ import (
 var privateDirs = []string{"/tmp", "/var/tmp", "/dev/shm"}
 
 // hiddenDirs and maskedSockets hold the operator's service sockets, out of
-// the view unless connect_paths names one (DESIGN.md section 7).
+// the view unless connect_paths names one (DESIGN.md section 7): the
+// runtime directory (D-Bus, systemd --user, ssh-agent), the system bus,
+// and GNU screen's sessions (Debian's /run/screen, or $SCREENDIR), whose
+// commands run outside (tmux's are under /tmp, private anyway).
 func hiddenDirs() []string {
-	d := []string{"/run/user/" + strconv.Itoa(os.Getuid()), "/run/dbus"}
-	if x := os.Getenv("XDG_RUNTIME_DIR"); strings.HasPrefix(x, "/") {
-		d = append(d, x)
+	d := []string{"/run/user/" + strconv.Itoa(os.Getuid()), "/run/dbus", "/run/screen"}
+	for _, v := range []string{"XDG_RUNTIME_DIR", "SCREENDIR"} {
+		if x := os.Getenv(v); strings.HasPrefix(x, "/") {
+			d = append(d, x)
+		}
 	}
 	return d
 }
