@@ -319,3 +319,27 @@ func TestScreenSocketsHidden(t *testing.T) {
 	wantOK(t, "control: bare connects under /run/screen", s.bare("connect-unix", rs))
 	wantErr(t, "connect under /run/screen inside", s.agent("connect-unix", rs), "ENOENT", "ECONNREFUSED", "EACCES")
 }
+
+// TestExhaustedNamespacesRefused: where user namespaces are allowed but
+// this user's are used up (an agent of another session can hold them
+// all), run refuses to start instead of running without the view, which
+// a review used to reach the operator's tmux from a second session. Made
+// in a child user namespace whose user.max_user_namespaces is 1, with one
+// held. Control: with 0 there (namespaces refused), the session runs
+// without the view and says so.
+func TestExhaustedNamespacesRefused(t *testing.T) {
+	s := newSandbox(t, standard)
+	unshare := s.lookPath("unshare")
+	if unshare == "" {
+		t.Fatalf("this test needs util-linux's unshare in %s", sandboxPATH)
+	}
+	held := `echo 1 > /proc/sys/user/max_user_namespaces && { ` + shq(unshare) + ` -U sleep 5 & } && sleep 0.3 && exec "$@"`
+	r := s.exec(unshare, "-Ur", "/bin/sh", "-c", held, "sh", launcher, "run", "--config", s.config, "--workspace", s.ws, "--", agent, "pid")
+	if r.code != 125 || !strings.Contains(r.stderr, "exhausted") || strings.Contains(r.stdout, "ok") {
+		t.Errorf("with this user's namespaces used up, run: %s; want a refusal", r)
+	}
+	bin, args := s.noViewArgs("", false, agent, "pid")
+	if r := s.exec(bin, args...); r.code != 0 || !strings.Contains(r.stderr, "NO private view") {
+		t.Errorf("control: with namespaces refused, run: %s; want a session without the view", r)
+	}
+}
