@@ -27,6 +27,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -150,10 +152,43 @@ func spawnError(step C.int, errno syscall.Errno) error {
 	// Refused namespaces, or capabilities refused to PID 1 (by a security
 	// module, a seccomp filter), without which it cannot build the view:
 	// the session starts without one, under Landlock still.
+	if step == C.AL_SPAWN_CLONE && errno == unix.ENOSPC {
+		if limit, ok := namespacesExhausted(); ok {
+			// Allowed here, but used up: another process of this user
+			// holds them (an agent of another session can make that
+			// happen on purpose). Not the system's refusal: running
+			// without the view would hand the agent the operator's
+			// sockets and processes. Refused.
+			return &SetupError{Msg: fmt.Sprintf("starting the init stage: the user namespaces this user may create are exhausted (%s); another process holds them (another session's agent can); end it, or raise the limit", limit)}
+		}
+	}
 	if step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) || step == C.AL_SPAWN_CAPS {
 		return &ViewError{Msg: "creating the session's namespaces: " + msg}
 	}
 	return &SetupError{Msg: "starting the init stage: " + msg}
+}
+
+// namespacesExhausted reports whether a clone that failed with ENOSPC
+// failed on a count, not a refusal: every limit of the namespaces the view
+// makes (user.max_user_namespaces, max_mnt_, max_pid_, max_ipc_) is above
+// 0 here (0 is how a system turns them off, and the launcher then runs
+// without the view). limit names the user namespace limit.
+func namespacesExhausted() (limit string, ok bool) {
+	for _, kind := range []string{"user", "mnt", "pid", "ipc"} {
+		name := "/proc/sys/user/max_" + kind + "_namespaces"
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return "", false
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n <= 0 {
+			return "", false
+		}
+		if kind == "user" {
+			limit = fmt.Sprintf("user.max_user_namespaces is %d", n)
+		}
+	}
+	return limit, true
 }
 
 // A spawnThread is al_spawn_view_thread's thread, which starts PID 1 as
