@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"runtime"
@@ -341,5 +342,43 @@ func TestExhaustedNamespacesRefused(t *testing.T) {
 	bin, args := s.noViewArgs("", false, agent, "pid")
 	if r := s.exec(bin, args...); r.code != 0 || !strings.Contains(r.stderr, "NO private view") {
 		t.Errorf("control: with namespaces refused, run: %s; want a session without the view", r)
+	}
+}
+
+// TestNoEscapesOnStderr: names the agent chose (a directory holding a
+// .env, carved in the next session's floor; a planted .envrc the review
+// reports) reach the operator's terminal with their control characters
+// made visible, on the start-up line, the session-end review and
+// `review`. A review hid a warning and rewrote the start-up line with
+// escape sequences.
+func TestNoEscapesOnStderr(t *testing.T) {
+	s := newSandbox(t, standard)
+	// Without the system preset, so that root's floor carves no /etc and
+	// the directory is among the carved ones the start-up line names.
+	s.writeAbs(s.config, fmt.Sprintf("[file_policy]\ndefault = \"deny\"\nread_paths = [%q]\nwrite_paths = [\"<workspace>/**\"]\n", binDir+"/**"))
+	evil := "a\r\x1b[2Kno change\x1b[8m"
+	if r := s.agent("mkdir", s.ws+"/"+evil); r.code != 0 {
+		t.Fatalf("the agent's directory: %s", r)
+	}
+	r := s.agent("write", s.ws+"/"+evil+"/.envrc", "x")
+	if r.code != 0 || !strings.Contains(r.stderr, `.envrc`) {
+		t.Fatalf("the agent's .envrc (control: reported): %s", r)
+	}
+	// A .env there makes the next session's floor carve the directory.
+	s.writeAbs(s.ws+"/"+evil+"/.env.local", "y")
+	rv := s.exec(launcher, "review")
+	next := s.agent("pid")
+	for what, out := range map[string]string{"the session-end review": r.stderr, "the next start-up line": next.stderr, "review": rv.stdout + rv.stderr} {
+		if strings.ContainsAny(out, "\x1b\r") {
+			t.Errorf("%s prints a raw escape: %q", what, out)
+		}
+	}
+	if next.code != 0 {
+		t.Errorf("the next session: %s", next)
+	}
+	for what, out := range map[string]string{"the session-end review": r.stderr, "review": rv.stdout, "the next start-up line": next.stderr} {
+		if !strings.Contains(out, `\x1b[2Kno change`) {
+			t.Errorf("control: %s does not name the .envrc, escaped: %q", what, out)
+		}
 	}
 }
