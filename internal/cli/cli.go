@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -97,7 +98,43 @@ type command struct {
 }
 
 func (c *command) errorf(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "agent-launcher: "+format+"\n", args...)
+	fmt.Fprintf(c.stderr, "agent-launcher: %s\n", plainLine(fmt.Sprintf(format, args...)))
+}
+
+// plainLine returns s with what a terminal would act on made visible:
+// control characters (a newline that forges a line, an escape sequence
+// that moves the cursor, hides text or sets the clipboard), C1 controls,
+// the bidirectional overrides, and bytes that are not UTF-8, each as its
+// Go escape. Every line the launcher prints on stderr goes through it: a
+// name the agent chose (a carved directory, a path in the review) must
+// not rewrite the operator's screen (DESIGN.md section 10). Tabs stay.
+func plainLine(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x20 && r != '\t', r == 0x7f, r >= 0x80 && r < 0xa0:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func (c *command) usage(w io.Writer) {
