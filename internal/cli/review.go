@@ -755,21 +755,21 @@ func (c *command) review(args []string) int {
 				// --remove delete the workspace.
 				fmt.Fprintf(c.stdout, "kept (the review walks it, or what is inside it): %s\n", display(ch.Path))
 			case !ok:
-				fmt.Fprintf(c.stdout, "gone already: %s\n", ch.Path)
+				fmt.Fprintf(c.stdout, "gone already: %s\n", display(ch.Path))
 			case now.Type != ch.Entry.Type || now.Hash != ch.Entry.Hash:
-				fmt.Fprintf(c.stdout, "kept (changed since the session ended): %s\n", ch.Path)
+				fmt.Fprintf(c.stdout, "kept (changed since the session ended): %s\n", display(ch.Path))
 			case now.Type == "dir":
 				if err := os.RemoveAll(ch.Path); err != nil {
 					c.errorf("review: removing %s: %v", ch.Path, err)
 					return ExitFailure
 				}
-				fmt.Fprintf(c.stdout, "removed: %s\n", ch.Path)
+				fmt.Fprintf(c.stdout, "removed: %s\n", display(ch.Path))
 			default:
 				if err := os.Remove(ch.Path); err != nil {
 					c.errorf("review: removing %s: %v", ch.Path, err)
 					return ExitFailure
 				}
-				fmt.Fprintf(c.stdout, "removed: %s\n", ch.Path)
+				fmt.Fprintf(c.stdout, "removed: %s\n", display(ch.Path))
 			}
 		}
 		return ExitOK
@@ -778,15 +778,15 @@ func (c *command) review(args []string) int {
 		writeJSON(c.stdout, r)
 		return ExitOK
 	}
-	fmt.Fprintf(c.stdout, "session of %s, ended %s, workspace %s\n", strings.Join(r.Command, " "), r.Ended.Format(time.RFC3339), r.Workspace)
+	fmt.Fprintf(c.stdout, "session of %s, ended %s, workspace %s\n", plainLine(strings.Join(r.Command, " ")), r.Ended.Format(time.RFC3339), display(r.Workspace))
 	if r.Incomplete != "" {
-		fmt.Fprintf(c.stdout, "incomplete: %s\n", r.Incomplete)
+		fmt.Fprintf(c.stdout, "incomplete: %s\n", plainLine(r.Incomplete))
 	}
 	if len(r.Changes) == 0 {
 		fmt.Fprintf(c.stdout, "no change to persistence files\n")
 	}
 	for _, ch := range r.Changes {
-		fmt.Fprintf(c.stdout, "%-12s %s (%s)\n", ch.Kind, ch.Path, ch.Rule)
+		fmt.Fprintf(c.stdout, "%-12s %s (%s)\n", ch.Kind, display(ch.Path), plainLine(ch.Rule))
 	}
 	return ExitOK
 }
