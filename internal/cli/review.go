@@ -754,6 +754,11 @@ func (c *command) review(args []string) int {
 				// (a hooks path naming the workspace) must not make
 				// --remove delete the workspace.
 				fmt.Fprintf(c.stdout, "kept (the review walks it, or what is inside it): %s\n", display(ch.Path))
+			case strings.ContainsRune(ch.Path, utf8.RuneError):
+				// The report is JSON, which holds a name that is not
+				// UTF-8 only with U+FFFD in place of its bytes: this is
+				// not the name of the file the session made.
+				fmt.Fprintf(c.stdout, "kept (its name is not UTF-8, and the report cannot hold it exactly; the session's end named it, escaped): %s\n", display(ch.Path))
 			case !ok:
 				fmt.Fprintf(c.stdout, "gone already: %s\n", display(ch.Path))
 			case now.Type != ch.Entry.Type || now.Hash != ch.Entry.Hash:
