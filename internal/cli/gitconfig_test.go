@@ -137,6 +137,8 @@ func TestReviewRemoveKeepsRoots(t *testing.T) {
 		}
 		changes = append(changes, reviewChange{Kind: "created", Path: p, Entry: ent})
 	}
+	// A name that was not UTF-8, as the JSON report holds it.
+	changes = append(changes, reviewChange{Kind: "created", Path: filepath.Join(ws, "cfg\ufffd", ".envrc"), Entry: changes[2].Entry})
 	r := &reviewReport{Schema: 1, Workspace: ws, Roots: []string{ws}, Changes: changes}
 	if err := saveReview(launcherPaths("", "").StateDir, r); err != nil {
 		t.Fatal(err)
@@ -150,6 +152,9 @@ func TestReviewRemoveKeepsRoots(t *testing.T) {
 		if _, err := os.Stat(d); err != nil || !strings.Contains(stdout.String(), "kept (the review walks it, or what is inside it): "+d+"\n") {
 			t.Errorf("%s: %v; output %q", d, err, stdout.String())
 		}
+	}
+	if !strings.Contains(stdout.String(), "kept (its name is not UTF-8") {
+		t.Errorf("a name that is not UTF-8 is not said to be kept: %q", stdout.String())
 	}
 	if _, err := os.Stat(planted); err == nil || !strings.Contains(stdout.String(), "removed: "+planted) {
 		t.Errorf("control: the planted .envrc is not removed: %q", stdout.String())
