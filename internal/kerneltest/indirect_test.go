@@ -382,3 +382,45 @@ func TestNoEscapesOnStderr(t *testing.T) {
 		}
 	}
 }
+
+// TestStateAndWorkspaceModes: the modes of the workspace, the home
+// directory and the launcher's state directories are recorded: a session
+// that opens them to other users is reported at its end; the next run
+// closes the state directories again; and `review` refuses a report that
+// others could have written. A review made the workspace 0777 unreported,
+// and had another user forge the report that `review --remove` obeyed.
+func TestStateAndWorkspaceModes(t *testing.T) {
+	s := newSandbox(t, standard)
+	state := s.stateDir()
+	if r := s.agent("pid"); r.code != 0 { // makes the state directories
+		t.Fatalf("a first session: %s", r)
+	}
+	t.Cleanup(func() {
+		for _, d := range []string{s.ws, state, state + "/review"} {
+			os.Chmod(d, 0o755)
+		}
+	})
+	r := s.sh("chmod 0777 " + shq(s.ws) + " " + shq(state) + " " + shq(state+"/review"))
+	if r.code != 0 {
+		t.Fatalf("the agent's chmod: %s", r)
+	}
+	for _, d := range []string{s.ws, state, state + "/review"} {
+		if !strings.Contains(r.stderr, "mode changed "+d+" (") {
+			t.Errorf("the session's end does not report the mode of %s: %s", d, r.stderr)
+		}
+	}
+	if rv := s.exec(launcher, "review"); rv.code == 0 || !strings.Contains(rv.stderr, "others can write") {
+		t.Errorf("review trusts a report in a directory others can write: %s", rv)
+	}
+	if r := s.agent("pid"); r.code != 0 {
+		t.Fatalf("the next session: %s", r)
+	}
+	for _, d := range []string{state, state + "/review", state + "/plans"} {
+		if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("the next run left %s as %v (%v); want 0700", d, st.Mode(), err)
+		}
+	}
+	if rv := s.exec(launcher, "review"); rv.code != 0 {
+		t.Errorf("control: review of a report only its owner writes: %s", rv)
+	}
+}
