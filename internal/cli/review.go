@@ -497,6 +497,30 @@ func diffPersistence(before, after persistSnapshot) []reviewChange {
 	return out
 }
 
+// writableByOthers says why the report f, and each directory from it up
+// to state, is not the operator's alone: owned by another user, or
+// writable by its group or others; "" when it is (or f does not exist).
+func writableByOthers(f, state string) string {
+	for p := f; ; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			if p == f {
+				return ""
+			}
+			return fmt.Sprintf("%s: %v", p, err)
+		}
+		if int(st.Uid) != os.Geteuid() {
+			return fmt.Sprintf("%s is owned by uid %d", p, st.Uid)
+		}
+		if st.Mode&0o022 != 0 {
+			return fmt.Sprintf("others can write %s (mode %04o)", p, st.Mode&0o7777)
+		}
+		if p == state || len(p) <= len(state) {
+			return ""
+		}
+	}
+}
+
 func reviewFile(stateDir string) string { return filepath.Join(stateDir, "review", "last.json") }
 
 // saveReview writes the report atomically (0600, in the state directory,
@@ -719,6 +743,10 @@ func (c *command) review(args []string) int {
 		return ExitFailure
 	}
 	lp := launcherPaths("", "")
+	if why := writableByOthers(reviewFile(lp.StateDir), lp.StateDir); why != "" {
+		c.errorf("review: not trusting %s: %s; another user could have written it (run starts make the state directories 0700 again)", reviewFile(lp.StateDir), why)
+		return ExitFailure
+	}
 	b, err := os.ReadFile(reviewFile(lp.StateDir))
 	if errors.Is(err, fs.ErrNotExist) {
 		c.errorf("review: no session has ended here yet")
@@ -877,6 +905,12 @@ func protectedLiterals(pol *rules.Policy) []protectedLiteral {
 // workspace, both included: made writable to every user, they let another
 // user replace what they hold (~/.bashrc, a new ~/.config/autostart: a
 // second review).
+// stateDirs are the launcher's state directory and the directories it
+// keeps in it, which only their owner may write.
+func stateDirs(state string) []string {
+	return []string{state, filepath.Join(state, "review"), filepath.Join(state, "plans"), filepath.Join(state, "cache"), filepath.Join(state, "caches")}
+}
+
 func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]metaEntry {
 	out := map[string]metaEntry{}
 	tried := map[string]bool{}
@@ -907,6 +941,22 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 				return
 			}
 			record(childPath(p, e.Name), why, true)
+		}
+	}
+	// The directories whose modes open everything in them to other users:
+	// the home directory and the workspace (0777 lets another user replace
+	// .git or ~/.bashrc), and the launcher's state (0777 lets another user
+	// forge the report `review --remove` obeys), which the launcher, not
+	// the review, writes in: only the directories themselves.
+	record(home, "the home directory", false)
+	record(workspace, "the workspace", false)
+	if skip != "" {
+		for _, d := range stateDirs(skip) {
+			tried[d] = true
+			var st unix.Stat_t
+			if unix.Lstat(d, &st) == nil {
+				out[d] = metaOf(&st, "the launcher's state")
+			}
 		}
 	}
 	for _, l := range protectedLiterals(pol) {

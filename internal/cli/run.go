@@ -609,6 +609,15 @@ func prepareCanary(stateDir string) (string, error) {
 			return "", fmt.Errorf("state directory: %w", err)
 		}
 	}
+	// And the directories in it (an agent can chmod them too; the review
+	// reports it): one stat each, a chmod only where it differs.
+	for _, d := range stateDirs(stateDir)[1:] {
+		if st, err := os.Lstat(d); err == nil && st.IsDir() && st.Mode().Perm() != 0o700 {
+			if err := os.Chmod(d, 0o700); err != nil {
+				return "", fmt.Errorf("state directory: %w", err)
+			}
+		}
+	}
 	path := filepath.Join(stateDir, "canary")
 	if canaryIntact(path) {
 		return path, nil

@@ -428,8 +428,15 @@ func TestProtectedMeta(t *testing.T) {
 	if m := got[filepath.Join(home, ".ssh/id_ed25519")]; m.Mode != 0o600 || m.Uid != uint32(os.Getuid()) {
 		t.Errorf("~/.ssh/id_ed25519 recorded as %+v", m)
 	}
+	// The state directories themselves, not what the launcher keeps in
+	// them; the home directory and the workspace themselves.
+	for _, d := range []string{e.launcher.StateDir, e.launcher.StateDir + "/plans", home, ws} {
+		if _, ok := got[d]; !ok {
+			t.Errorf("%s is not recorded", d)
+		}
+	}
 	for p := range got {
-		if strings.HasSuffix(p, "notes.txt") || strings.HasPrefix(p, e.launcher.StateDir) {
+		if strings.HasSuffix(p, "notes.txt") || strings.HasPrefix(p, e.launcher.StateDir+"/plans/") || p == ws+"/x" {
 			t.Errorf("%s is recorded", p)
 		}
 	}
