@@ -671,3 +671,25 @@ func TestByteOrderMark(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestEnvDropsMoreSecrets: the built-in drops catch the secrets a review
+// passed through (database passwords, npm's auth token, a Kerberos cache,
+// a private key, a lower-case token), whatever their case; ordinary
+// variables still pass.
+func TestEnvDropsMoreSecrets(t *testing.T) {
+	p := load(t, memFS{"/cfg/config.toml": "[file_policy]\n"}, "")
+	for _, c := range []struct {
+		name string
+		keep bool
+	}{
+		{"PGPASSWORD", false}, {"MYSQL_PWD", false}, {"DB_PASS", false}, {"JWT_PRIVATE_KEY", false},
+		{"npm_config__authToken", false}, {"KRB5CCNAME", false}, {"github_token", false},
+		{"GOOGLE_APPLICATION_CREDENTIALS", false}, {"Openai_Api_Key", false},
+		{"PWD", true}, {"OLDPWD", true}, {"PATH", true}, {"PASSWORD_STORE_DIR", false}, {"COMPASS_MODE", true},
+		{"HOME", true}, {"LANG", true}, {"GOPATH", true},
+	} {
+		if got, _ := p.Env.Keep(c.name); got != c.keep {
+			t.Errorf("Keep(%s) = %v, want %v", c.name, got, c.keep)
+		}
+	}
+}
