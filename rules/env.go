@@ -22,10 +22,17 @@ var builtinEnvDrops = []struct{ pattern, note string }{
 	{"STY", "the operator's screen session"},
 	{"DOCKER_HOST", "the operator's docker daemon"},
 	{"XDG_RUNTIME_DIR", "the operator's runtime sockets"},
+	{"KRB5CCNAME", "the operator's Kerberos tickets"},
 	{"*_TOKEN", "looks like a secret"},
 	{"*_SECRET*", "looks like a secret"},
-	{"*_PASSWORD", "looks like a secret"},
+	{"*PASSWORD*", "looks like a secret"},
+	{"*_PASS", "looks like a secret"},
+	{"*_PWD", "looks like a secret"},
+	{"*PASSWD*", "looks like a secret"},
 	{"*API_KEY*", "looks like a secret"},
+	{"*PRIVATE_KEY*", "looks like a secret"},
+	{"*_AUTHTOKEN*", "looks like a secret (npm_config__authToken)"},
+	{"*_CREDENTIALS", "names a credentials file"},
 }
 
 // EnvRule is one [env] pass or drop entry. Drop patterns match whole
@@ -61,8 +68,11 @@ func (e *EnvPolicy) Keep(name string) (bool, *EnvRule) {
 			return true, &e.Pass[i]
 		}
 	}
+	upper := strings.ToUpper(name)
 	for i := range e.Drop {
-		if envMatch(e.Drop[i].Pattern, name) {
+		// The built-in drops are written in upper case and match in any
+		// case (github_token, npm_config__authToken).
+		if envMatch(e.Drop[i].Pattern, name) || e.Drop[i].Source.Origin == OriginBuiltin && envMatch(e.Drop[i].Pattern, upper) {
 			return false, &e.Drop[i]
 		}
 	}
