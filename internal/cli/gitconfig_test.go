@@ -160,3 +160,37 @@ func TestReviewRemoveKeepsRoots(t *testing.T) {
 		t.Errorf("control: the planted .envrc is not removed: %q", stdout.String())
 	}
 }
+
+// TestFileHashBounded: the review reads a file to hash it only up to
+// hashMax, and a walk only up to hashBudget in all; past either a file is
+// recorded by identity and times, which a write still changes. A review
+// had every later session hash thousands of 16 MiB files for minutes.
+func TestFileHashBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, hashMax+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	small := filepath.Join(dir, "small")
+	if err := os.WriteFile(small, []byte("hook"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32<<10)
+	budget := int64(hashBudget)
+	b1, _ := describeBuf(big, buf, &budget)
+	s1, _ := describeBuf(small, buf, &budget)
+	if !strings.HasPrefix(b1.Hash, statHashPrefix) || strings.HasPrefix(s1.Hash, statHashPrefix) || budget != hashBudget-4 {
+		t.Errorf("big %q, small %q, budget left %d: want the big file by identity, the small one read", b1.Hash, s1.Hash, budget)
+	}
+	var none int64
+	s2, _ := describeBuf(small, buf, &none)
+	if !strings.HasPrefix(s2.Hash, statHashPrefix) {
+		t.Errorf("past the budget, a small file is read: %q", s2.Hash)
+	}
+	if err := os.WriteFile(big, make([]byte, hashMax+1), 0o644); err != nil { // same size, same bytes
+		t.Fatal(err)
+	}
+	if b2, _ := describeBuf(big, buf, &budget); b2.Hash == b1.Hash {
+		t.Errorf("a rewrite of the big file left its record as it was")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -42,8 +43,9 @@ type persistEntry struct {
 	Type string `json:"type"` // file, dir, symlink, other
 	Mode uint32 `json:"mode"`
 	Size int64  `json:"size"`
-	// Hash is the SHA-256 of a file's content (up to 16 MiB, else of its
-	// size and modification time) or a symlink's target.
+	// Hash is the SHA-256 of a file's content, or "stat:" and that of its
+	// identity and times for a file larger than hashMax or past the
+	// walk's hashBudget (fileHash), or of a symlink's target.
 	Hash string `json:"hash,omitempty"`
 	// Rule names the protection that makes the path a persistence path.
 	Rule string `json:"rule"`
@@ -220,6 +222,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 	out := &walkIndex{Dirs: map[string]walkDir{}}
 	now := landlock.StampNow()
 	buf := make([]byte, 32<<10) // one read buffer for every file hashed
+	budget := int64(hashBudget)   // bytes this walk reads to hash files (fileHash)
 	seen := 0
 	incomplete := ""
 	// Depth first in lexical order, as filepath.WalkDir walks, listing
@@ -294,13 +297,13 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 		marked := false
 		if dec := m.Decide(p, tiers.OpWrite); dec.Rule != nil && dec.Rule.Kind == rules.KindWriteProtect {
 			marked = true
-			if ent, ok := describeBuf(p, buf); ok {
+			if ent, ok := describeBuf(p, buf, &budget); ok {
 				ent.Rule = dec.Rule.Pattern
 				snap[p] = ent
 			}
 		} else if why != "" {
 			marked = true
-			if ent, ok := describeBuf(p, buf); ok {
+			if ent, ok := describeBuf(p, buf, &budget); ok {
 				ent.Rule = why
 				snap[p] = ent
 			}
@@ -415,11 +418,23 @@ func (idx *walkIndex) dir(p string) (walkDir, bool) {
 
 // describe records path without following a final symlink.
 func describe(path string) (persistEntry, bool) {
-	return describeBuf(path, make([]byte, 32<<10))
+	return describeBuf(path, make([]byte, 32<<10), nil)
 }
 
 // describeBuf is describe, reading a file's content through buf.
-func describeBuf(path string, buf []byte) (persistEntry, bool) {
+// hashMax is the largest file the review reads to hash, and hashBudget
+// what one walk reads at most: persistence files are small, and a
+// directory the agent filled with large files (a hooks directory of
+// thousands of sparse 16 MiB files) made every later session spend
+// minutes hashing. The others are recorded by identity and times
+// (statHashPrefix).
+const (
+	hashMax        = 1 << 20
+	hashBudget     = 64 << 20
+	statHashPrefix = "stat:"
+)
+
+func describeBuf(path string, buf []byte, budget *int64) (persistEntry, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return persistEntry{}, false
@@ -428,7 +443,7 @@ func describeBuf(path string, buf []byte) (persistEntry, bool) {
 	switch {
 	case fi.Mode().IsRegular():
 		ent.Type = "file"
-		ent.Hash = fileHash(path, fi, buf)
+		ent.Hash = fileHash(path, fi, buf, budget)
 	case fi.IsDir():
 		ent.Type, ent.Size = "dir", 0
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -445,11 +460,21 @@ func describeBuf(path string, buf []byte) (persistEntry, bool) {
 
 // fileHash hashes the content of the regular file path, read through buf
 // (a fresh buffer per file costs a start-up its page faults).
-func fileHash(path string, fi fs.FileInfo, buf []byte) string {
+func fileHash(path string, fi fs.FileInfo, buf []byte, budget *int64) string {
 	h := sha256.New()
-	if fi.Size() > 16<<20 {
-		fmt.Fprintf(h, "size %d mtime %d", fi.Size(), fi.ModTime().UnixNano())
-		return hex.EncodeToString(h.Sum(nil))
+	if fi.Size() > hashMax || budget != nil && *budget < fi.Size() {
+		// Not read: the file's identity and its times stand for its
+		// content. A write moves the change time, which nothing the
+		// agent can call sets back.
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		if st == nil {
+			st = &syscall.Stat_t{}
+		}
+		fmt.Fprintf(h, "ino %d size %d mtime %d ctime %d.%d", st.Ino, fi.Size(), fi.ModTime().UnixNano(), st.Ctim.Sec, st.Ctim.Nsec)
+		return statHashPrefix + hex.EncodeToString(h.Sum(nil))
+	}
+	if budget != nil {
+		*budget -= fi.Size()
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -772,7 +797,16 @@ func (c *command) review(args []string) int {
 			if ch.Kind != "created" {
 				continue
 			}
-			now, ok := describe(ch.Path)
+			// Described as the session's end described it: a file
+			// recorded by identity (fileHash) is compared by identity.
+			var now persistEntry
+			var ok bool
+			if strings.HasPrefix(ch.Entry.Hash, statHashPrefix) {
+				var none int64
+				now, ok = describeBuf(ch.Path, make([]byte, 32<<10), &none)
+			} else {
+				now, ok = describe(ch.Path)
+			}
 			switch {
 			case slices.ContainsFunc(append(slices.Clip(r.Roots), r.Workspace), func(root string) bool {
 				return root != "" && (ch.Path == root || ch.Path == "/" || strings.HasPrefix(root, ch.Path+"/"))
