@@ -222,7 +222,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 	out := &walkIndex{Dirs: map[string]walkDir{}}
 	now := landlock.StampNow()
 	buf := make([]byte, 32<<10) // one read buffer for every file hashed
-	budget := int64(hashBudget)   // bytes this walk reads to hash files (fileHash)
+	budget := int64(hashBudget) // bytes this walk reads to hash files (fileHash)
 	seen := 0
 	incomplete := ""
 	// Depth first in lexical order, as filepath.WalkDir walks, listing
