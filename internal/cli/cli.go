@@ -98,7 +98,15 @@ type command struct {
 }
 
 func (c *command) errorf(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "agent-launcher: %s\n", plainLine(fmt.Sprintf(format, args...)))
+	// A carriage return at the end stays: a line for a terminal the pty
+	// relay holds raw carries its own (launch.rawNotices).
+	msg, cr := strings.CutSuffix(fmt.Sprintf(format, args...), "\r")
+	if cr {
+		msg = plainLine(msg) + "\r"
+	} else {
+		msg = plainLine(msg)
+	}
+	fmt.Fprintf(c.stderr, "agent-launcher: %s\n", msg)
 }
 
 // plainLine returns s with what a terminal would act on made visible:

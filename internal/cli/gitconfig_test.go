@@ -194,3 +194,19 @@ func TestFileHashBounded(t *testing.T) {
 		t.Errorf("a rewrite of the big file left its record as it was")
 	}
 }
+
+// TestPlainLine: what a terminal acts on is made visible; text, tabs and
+// printable UTF-8 stay as they are.
+func TestPlainLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text\twith a tab":      "plain text\twith a tab",
+		"caf\u00e9 \u65e5\u672c":      "caf\u00e9 \u65e5\u672c",
+		"a\rb\nc\x1b[2Kd\x7f":         `a\x0db\x0ac\x1b[2Kd\x7f`,
+		"\u202eevil\u2066":            `\u202eevil\u2066`,
+		"c1 \u009b and bad \xff byte": `c1 \x9b and bad \xff byte`,
+	} {
+		if got := plainLine(in); got != want {
+			t.Errorf("plainLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
