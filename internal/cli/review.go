@@ -421,7 +421,6 @@ func describe(path string) (persistEntry, bool) {
 	return describeBuf(path, make([]byte, 32<<10), nil)
 }
 
-// describeBuf is describe, reading a file's content through buf.
 // hashMax is the largest file the review reads to hash, and hashBudget
 // what one walk reads at most: persistence files are small, and a
 // directory the agent filled with large files (a hooks directory of
@@ -434,6 +433,8 @@ const (
 	statHashPrefix = "stat:"
 )
 
+// describeBuf is describe, reading a file's content through buf, and no
+// more than *budget bytes in all (nil: no bound), which it lowers.
 func describeBuf(path string, buf []byte, budget *int64) (persistEntry, bool) {
 	fi, err := os.Lstat(path)
 	if err != nil {

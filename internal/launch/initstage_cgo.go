@@ -149,9 +149,6 @@ func freeSpawnEnv(s *C.struct_al_spawn) {
 // spawnError is the error for al_spawn_view's failed step and its errno.
 func spawnError(step C.int, errno syscall.Errno) error {
 	msg := fmt.Sprintf("%s: %v", spawnSteps[step], errno)
-	// Refused namespaces, or capabilities refused to PID 1 (by a security
-	// module, a seccomp filter), without which it cannot build the view:
-	// the session starts without one, under Landlock still.
 	if step == C.AL_SPAWN_CLONE && errno == unix.ENOSPC {
 		if limit, ok := namespacesExhausted(); ok {
 			// Allowed here, but used up: another process of this user
@@ -162,6 +159,9 @@ func spawnError(step C.int, errno syscall.Errno) error {
 			return &SetupError{Msg: fmt.Sprintf("starting the init stage: the user namespaces this user may create are exhausted (%s); another process holds them (another session's agent can); end it, or raise the limit", limit)}
 		}
 	}
+	// Refused namespaces, or capabilities refused to PID 1 (by a security
+	// module, a seccomp filter), without which it cannot build the view:
+	// the session starts without one, under Landlock still.
 	if step <= C.AL_SPAWN_GID_MAP && namespacesRefused(errno) || step == C.AL_SPAWN_CAPS {
 		return &ViewError{Msg: "creating the session's namespaces: " + msg}
 	}
