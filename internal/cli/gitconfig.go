@@ -149,14 +149,7 @@ func hooksDirs(ptrs []gitPointer) []string {
 // workspace, or above either gets its hook names protected, not all of
 // it.
 func protectGitPointers(pol *rules.Policy, m *tiers.Matcher, ptrs []gitPointer, home, workspace string) (added int, err error) {
-	around := func(dir string) bool {
-		for _, p := range []string{home, workspace} {
-			if p != "" && (dir == p || dir == "/" || strings.HasPrefix(p, dir+"/")) {
-				return true
-			}
-		}
-		return false
-	}
+	around := func(dir string) bool { return atOrAbove(dir, home, workspace) }
 	done := map[string]bool{}
 	for _, p := range ptrs {
 		d := m.Decide(p.root, tiers.OpWrite)

@@ -248,11 +248,24 @@ func (e *env) compileFloor(fsys landlock.FS, p *compiled, unbound []landlock.Unb
 // lies strictly inside the home directory or the workspace, and is not the
 // workspace or an ancestor of it.
 func (e *env) extendable(target string) bool {
-	inside := func(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
-	if target == e.workspace || inside(e.workspace, target) || inside(e.home, target) || target == e.home {
+	if atOrAbove(target, e.workspace, e.home) {
 		return false
 	}
+	inside := func(p, dir string) bool { return strings.HasPrefix(p, dir+"/") }
 	return inside(target, e.workspace) || inside(target, e.home)
+}
+
+// atOrAbove reports whether dir is one of paths ("" ones ignored), "/",
+// or a directory above one of them: a directory whose whole content a
+// protection, a walk or a removal must not take on (the home directory,
+// the workspace, a review root, or what holds them).
+func atOrAbove(dir string, paths ...string) bool {
+	for _, p := range paths {
+		if p != "" && (dir == p || dir == "/" || strings.HasPrefix(p, dir+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 func ruleName(r *rules.Rule) string {

@@ -241,14 +241,8 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 	// names must lie inside that repository (its work tree, or the bare
 	// repository itself): a planted config's "../../.." made the whole
 	// workspace its hooks.
-	above := func(h string) bool {
-		for _, r := range append(slices.Clip(roots), home) {
-			if r != "" && (h == r || h == "/" || strings.HasPrefix(r, h+"/")) {
-				return true
-			}
-		}
-		return false
-	}
+	walked := append(slices.Clip(roots), home)
+	above := func(h string) bool { return atOrAbove(h, walked...) }
 	var hooks []string
 	for _, h := range rh.Dirs {
 		if !above(h) {
@@ -809,9 +803,7 @@ func (c *command) review(args []string) int {
 				now, ok = describe(ch.Path)
 			}
 			switch {
-			case slices.ContainsFunc(append(slices.Clip(r.Roots), r.Workspace), func(root string) bool {
-				return root != "" && (ch.Path == root || ch.Path == "/" || strings.HasPrefix(root, ch.Path+"/"))
-			}):
+			case atOrAbove(ch.Path, append(slices.Clip(r.Roots), r.Workspace)...):
 				// Never a directory the review walks, or one above it,
 				// whatever the report says: a report the agent shaped
 				// (a hooks path naming the workspace) must not make
