@@ -877,7 +877,7 @@ func (p *planner) literals() error {
 			continue
 		}
 		for _, g := range r.Globs {
-			path, tree, ok := literal(g)
+			path, tree, ok := g.LiteralPath()
 			if !ok {
 				continue
 			}
@@ -1076,19 +1076,6 @@ func (p *planner) scanned(dir string) bool {
 	return false
 }
 
-// literal returns the path a glob names when it is a literal path, or a
-// literal directory followed by "/**" (tree).
-func literal(g rules.Glob) (path string, tree bool, ok bool) {
-	prefix, rest := g.LiteralPrefix()
-	switch {
-	case prefix == "":
-		return "", false, false
-	case rest == "**":
-		return prefix, true, true
-	}
-	return prefix, false, rest == ""
-}
-
 // canary picks an existing path the policy denies reading and no rule of
 // the plan reaches.
 func (p *planner) canary(first []string) string {
@@ -1180,7 +1167,7 @@ func FloorPolicy(whole *tiers.Matcher, fsys FS, integrity bool, unbound []Unboun
 		// covered before they exist; the session-end review reports them.
 		var keep []rules.Glob
 		for _, g := range r.Globs {
-			if path, _, ok := literal(g); ok {
+			if path, _, ok := g.LiteralPath(); ok {
 				if _, err := fsys.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 					keep = append(keep, g)
 				}
@@ -1223,7 +1210,7 @@ func FloorPolicy(whole *tiers.Matcher, fsys FS, integrity bool, unbound []Unboun
 // and a new name there (sealedBy). Any other pattern keeps its rule.
 func sealedSecret(r *rules.Rule, fsys FS) bool {
 	for _, g := range r.Globs {
-		if path, _, ok := literal(g); ok {
+		if path, _, ok := g.LiteralPath(); ok {
 			if !sealedBy(fsys, path) {
 				return false
 			}

@@ -550,6 +550,20 @@ func parseClass(pat string, off int, s string) (Token, int, *GlobError) {
 	return Token{Kind: TokClass, Ranges: ranges}, i + 1, nil
 }
 
+// LiteralPath reports whether g names one literal path (tree false) or a
+// literal directory and everything below it ("/x/**", tree true), and
+// which path, unescaped.
+func (g *Glob) LiteralPath() (path string, tree, ok bool) {
+	prefix, rest := g.LiteralPrefix()
+	switch {
+	case prefix == "":
+		return "", false, false
+	case rest == "**":
+		return prefix, true, true
+	}
+	return prefix, false, rest == ""
+}
+
 // LiteralPrefix splits g after its LiteralSegments leading segments: prefix
 // is the path they name, unescaped ("" for a glob that starts with a
 // wildcard or "**/"), rest the glob text after them, "" when g is a

@@ -651,7 +651,7 @@ func (b *builder) addRule(pattern string, kind Kind, tier Tier, note string, src
 		// what an operator who writes it means. A review read
 		// <workspace>/vault/k.txt under deny_paths = ["<workspace>/vault"].
 		for _, g := range globs {
-			if prefix, rest := g.LiteralPrefix(); prefix != "" && rest == "" {
+			if _, tree, ok := g.LiteralPath(); ok && !tree {
 				below, err := ParsePattern(strings.TrimSuffix(g.Text, "/") + "/**")
 				if err == nil {
 					globs = append(globs, below...)

@@ -693,3 +693,28 @@ func TestEnvDropsMoreSecrets(t *testing.T) {
 		}
 	}
 }
+
+// TestLiteralPath: a glob is a literal path, a literal tree ("/x/**"), or
+// neither; the path comes back unescaped.
+func TestLiteralPath(t *testing.T) {
+	for _, c := range []struct {
+		glob, path string
+		tree, ok   bool
+	}{
+		{"/a/b", "/a/b", false, true},
+		{"/a/b/**", "/a/b", true, true},
+		{`/a/w\[1\]`, "/a/w[1]", false, true},
+		{"/a/*.pem", "", false, false},
+		{"/a/**/x", "", false, false},
+		{"**/.env", "", false, false},
+	} {
+		gs, err := ParsePattern(c.glob)
+		if err != nil || len(gs) != 1 {
+			t.Fatalf("%s: %v", c.glob, err)
+		}
+		path, tree, ok := gs[0].LiteralPath()
+		if ok != c.ok || ok && (path != c.path || tree != c.tree) {
+			t.Errorf("%s: (%q, %v, %v), want (%q, %v, %v)", c.glob, path, tree, ok, c.path, c.tree, c.ok)
+		}
+	}
+}

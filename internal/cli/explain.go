@@ -197,8 +197,7 @@ func floorCaveat(path string, d tiers.Decision) string {
 		return ""
 	}
 	for _, g := range r.Globs {
-		prefix, rest := g.LiteralPrefix()
-		if prefix != "" && (rest == "" || rest == "**") {
+		if _, _, ok := g.LiteralPath(); ok {
 			return "" // a literal path or tree: the floor keeps it, existing or not
 		}
 	}
