@@ -158,24 +158,22 @@ func protectGitPointers(pol *rules.Policy, m *tiers.Matcher, ptrs []gitPointer, 
 		}
 		done[p.target] = true
 		lit := rules.EscapeLiteral(p.target)
+		how, note := "the core.hooksPath of "+p.file, "git runs the hooks there"
 		var patterns []string
-		var how, note string
 		switch {
 		case !p.hooks:
+			if around(p.target) || m.Decide(p.target, tiers.OpWrite).Verdict != tiers.Allowed {
+				// One of the directories git cannot read as a file, or
+				// an include the policy protects already
+				// (~/.config/git/extra).
+				continue
+			}
 			patterns = []string{lit}
 			how, note = "included from "+p.file, "git reads it as part of its configuration"
 		case around(p.target):
 			patterns = []string{strings.TrimSuffix(lit, "/") + "/" + gitHookNames}
-			how, note = "the core.hooksPath of "+p.file, "git runs the hooks there"
 		default:
 			patterns = []string{lit, lit + "/**"}
-			how, note = "the core.hooksPath of "+p.file, "git runs the hooks there"
-		}
-		if !p.hooks && (around(p.target) || m.Decide(p.target, tiers.OpWrite).Verdict != tiers.Allowed) {
-			// An include the policy protects already
-			// (~/.config/git/extra), or one of the directories git
-			// cannot read as a file.
-			continue
 		}
 		for _, pat := range patterns {
 			if _, err := pol.AddReferenced(d.Rule, pat, how, note); err != nil {

@@ -238,9 +238,7 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 	// either is not walked as one: all it holds would be hooks (the hook
 	// names of one a protected config names are protected instead:
 	// protectGitPointers). One that a git directory the walk finds
-	// names must lie inside that repository (its work tree, or the bare
-	// repository itself): a planted config's "../../.." made the whole
-	// workspace its hooks.
+	// names lies inside that repository (gitDirHooksPaths).
 	walked := append(slices.Clip(roots), home)
 	above := func(h string) bool { return atOrAbove(h, walked...) }
 	var hooks []string
@@ -255,12 +253,8 @@ func walkPersistenceOn(fsys landlock.FS, m *tiers.Matcher, home string, roots []
 		if rh.Fixed {
 			return
 		}
-		base := p
-		if filepath.Base(p) == ".git" {
-			base = filepath.Dir(p)
-		}
 		for _, h := range gitDirHooksPaths(p, home) {
-			if strings.HasPrefix(h, base+"/") && !above(h) && !slices.Contains(hooks, h) {
+			if !above(h) && !slices.Contains(hooks, h) {
 				hooks = append(hooks, h)
 				later = append(later, h)
 			}
@@ -1053,15 +1047,6 @@ func mergeChanges(changes, meta []reviewChange) []reviewChange {
 	return changes
 }
 
-// hooksPaths returns the directories git's core.hooksPath names for the
-// workspace's repository, as the git configurations git reads there set
-// it (gitConfigRoots; every one set: which wins depends on where git runs)
-// and the files they include: absolute, "~/" expanded, a relative one
-// taken from the workspace's work tree.
-func hooksPaths(workspace, home string) []string {
-	return hooksDirs(allGitPointers(workspace, home))
-}
-
 // allGitPointers returns where the git configurations git reads for the
 // workspace send git (gitConfigRoots, gitPointers).
 func allGitPointers(workspace, home string) []gitPointer {
@@ -1074,15 +1059,19 @@ func allGitPointers(workspace, home string) []gitPointer {
 }
 
 // gitDirHooksPaths returns the hooks directories the config of the git
-// directory dir (and the files it includes) names: a relative one is
-// taken from its work tree (the directory above a .git), or from dir for a
-// bare repository; "~/" from home.
+// directory dir (and the files it includes) names inside its repository
+// (its work tree, the directory above a .git, or dir itself for a bare
+// repository), from which a relative one is taken; "~/" from home. One
+// outside is not its to name: a planted config's "../../.." made the
+// whole workspace its hooks.
 func gitDirHooksPaths(dir, home string) []string {
 	base := dir
 	if filepath.Base(dir) == ".git" {
 		base = filepath.Dir(dir)
 	}
-	return hooksDirs(gitPointers(filepath.Join(dir, "config"), base, home))
+	return slices.DeleteFunc(hooksDirs(gitPointers(filepath.Join(dir, "config"), base, home)), func(h string) bool {
+		return !strings.HasPrefix(h, base+"/")
+	})
 }
 
 // readSmall reads the regular file path, refusing one larger than max

@@ -461,8 +461,8 @@ func TestGitConfigValues(t *testing.T) {
 	os.WriteFile(filepath.Join(home, ".gitconfig"), []byte("[core]\n\thooksPath = ~/git-hooks\n"), 0o644)
 	os.MkdirAll(filepath.Join(home, ".config/git"), 0o755)
 	os.WriteFile(filepath.Join(home, ".config/git/config"), []byte("[core]\n\thooksPath = /abs/hooks/\n"), 0o644)
-	if got, want := hooksPaths(ws, home), []string{ws + "/.husky/_", home + "/git-hooks", "/abs/hooks"}; !slices.Equal(got, want) {
-		t.Errorf("hooksPaths = %q, want %q", got, want)
+	if got, want := hooksDirs(allGitPointers(ws, home)), []string{ws + "/.husky/_", home + "/git-hooks", "/abs/hooks"}; !slices.Equal(got, want) {
+		t.Errorf("hooks directories = %q, want %q", got, want)
 	}
 }
 
