@@ -161,7 +161,7 @@ type walkDir struct {
 // walkPersistence records every path under roots that the write
 // protection names (git's object stores are not walked), and what name
 // rules cannot name: everything below hooks (the directories git's
-// core.hooksPath names: hooksPaths) and the config and hooks of every git
+// core.hooksPath names: reviewHooks) and the config and hooks of every git
 // directory whatever its name (a bare repository the agent plants, whose
 // config git outside obeys). idx (nil: none) stands for the listings of
 // the directories whose stamps did not change, and the index of this walk
