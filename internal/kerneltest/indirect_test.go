@@ -2,7 +2,6 @@ package kerneltest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
@@ -290,12 +289,7 @@ func TestScreenSocketsHidden(t *testing.T) {
 	s := newSandbox(t, standard)
 	dir := s.mkdir("screens/S-op")
 	sock := dir + "/123.work"
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go acceptAll(l)
+	serveUnix(t, sock)
 	s.extraEnv = []string{"SCREENDIR=" + s.path("screens")}
 	wantOK(t, "control: bare connects to the screen session", s.bare("connect-unix", sock))
 	wantErr(t, "connect to the screen session inside", s.agent("connect-unix", sock), "ENOENT", "ECONNREFUSED", "EACCES")
@@ -310,12 +304,7 @@ func TestScreenSocketsHidden(t *testing.T) {
 	}
 	d := hostTempDir(t, "/run/screen", "S-test-")
 	rs := d + "/1.work"
-	rl, err := net.Listen("unix", rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Close()
-	go acceptAll(rl)
+	serveUnix(t, rs)
 	s.extraEnv = nil
 	wantOK(t, "control: bare connects under /run/screen", s.bare("connect-unix", rs))
 	wantErr(t, "connect under /run/screen inside", s.agent("connect-unix", rs), "ENOENT", "ECONNREFUSED", "EACCES")

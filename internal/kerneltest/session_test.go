@@ -494,12 +494,7 @@ func TestSocketsHidden(t *testing.T) {
 	runtimeDir := s.path("run-user")
 	s.mkdir("run-user")
 	bus := runtimeDir + "/bus"
-	l, err := net.Listen("unix", bus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go acceptAll(l)
+	serveUnix(t, bus)
 	s.extraEnv = []string{"XDG_RUNTIME_DIR=" + runtimeDir}
 	wantOK(t, "control: bare connects to the session bus", s.bare("connect-unix", bus))
 	wantErr(t, "connect to the session bus inside", s.agent("connect-unix", bus), "ENOENT", "ECONNREFUSED", "EACCES")
@@ -526,6 +521,18 @@ func TestSocketsHidden(t *testing.T) {
 	go acceptAll(dl)
 	wantOK(t, "control: bare connects to the docker.sock stand-in", s.bare("connect-unix", "/var/run/docker.sock"))
 	wantErr(t, "connect to the docker.sock stand-in inside", s.agent("connect-unix", "/var/run/docker.sock"), "ECONNREFUSED", "ENOENT", "EACCES")
+}
+
+// serveUnix listens on the unix socket path, accepting and closing every
+// connection, until the test ends.
+func serveUnix(t *testing.T, path string) {
+	t.Helper()
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go acceptAll(l)
 }
 
 func acceptAll(l net.Listener) {
@@ -586,12 +593,7 @@ func TestKnownLimitSocketInProtectedDir(t *testing.T) {
 	if err := os.Symlink(s.path("home/.ssh"), short+"/ssh"); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("unix", short+"/ssh/agent.sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go acceptAll(l)
+	serveUnix(t, short+"/ssh/agent.sock")
 	wantErr(t, "the key beside the socket", s.agent("read", s.path("home/.ssh/id_ed25519")), "EACCES")
 	connect := "cd " + shq(s.path("home/.ssh")) + " && exec " + shq(agent) + " connect-unix ./agent.sock"
 	if r := s.bareSh(connect); r.code != 0 || !strings.HasPrefix(r.line(), "ok") {
