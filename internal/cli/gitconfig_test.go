@@ -210,3 +210,50 @@ func TestPlainLine(t *testing.T) {
 		}
 	}
 }
+
+// TestWritableByOthers: a review report is trusted only when it and each
+// directory up to the state directory are the operator's and writable by
+// no one else; one owned by another user, or in a directory others can
+// write, is named.
+func TestWritableByOthers(t *testing.T) {
+	state := t.TempDir()
+	if err := os.Chmod(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(state, "review")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(dir, "last.json")
+	if err := os.WriteFile(report, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if why := writableByOthers(report, state); why != "" {
+		t.Errorf("the operator's own report: %s", why)
+	}
+	if why := writableByOthers(filepath.Join(dir, "missing.json"), state); why != "" {
+		t.Errorf("no report: %s", why)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if why := writableByOthers(report, state); !strings.Contains(why, "others can write "+dir) {
+		t.Errorf("a review directory of mode 0777: %q", why)
+	}
+	os.Chmod(dir, 0o700)
+	// Another user's file: as root, one given to nobody; as a user, root's.
+	other, otherState := filepath.Join(dir, "other.json"), state
+	if os.Geteuid() == 0 {
+		if err := os.WriteFile(other, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		other, otherState = "/etc/hostname", "/etc"
+	}
+	if why := writableByOthers(other, otherState); !strings.Contains(why, "is owned by uid ") {
+		t.Errorf("another user's report: %q", why)
+	}
+}
