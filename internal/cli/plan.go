@@ -34,37 +34,48 @@ import (
 // leading literal segments pass through a symlink, the same rule at the
 // resolved location. It reads only those paths' components.
 func protectResolved(pol *rules.Policy, m *tiers.Matcher) (added int, err error) {
-	memo := map[string]string{}
-	res := newResolver()
+	// Each protecting rule's literal prefixes, collected first, so that
+	// the resolver lists the directories most of them are in (expect).
+	type named struct {
+		r            *rules.Rule
+		prefix, rest string
+	}
+	var all []named
+	var prefixes []string
 	for _, r := range pol.Rules {
 		if !r.Protects() {
 			continue
 		}
 		for _, g := range r.Globs {
-			prefix, rest := g.LiteralPrefix()
-			if prefix == "" {
-				continue
+			if prefix, rest := g.LiteralPrefix(); prefix != "" {
+				all = append(all, named{r, prefix, rest})
+				prefixes = append(prefixes, prefix)
 			}
-			resolved, ok := memo[prefix]
-			if !ok {
-				c, err := res.canonical(prefix)
-				if err != nil {
-					c = prefix // unresolvable: the kernel cannot follow it either
-				}
-				memo[prefix], resolved = c, c
-			}
-			if resolved == prefix {
-				continue
-			}
-			pattern := rules.EscapeLiteral(resolved)
-			if rest != "" {
-				pattern += "/" + rest
-			}
-			if _, err := pol.AddDerived(r, derivedTier(m, r, prefix, resolved), pattern, prefix); err != nil {
-				return added, err
-			}
-			added++
 		}
+	}
+	res := newResolver()
+	res.expect(prefixes)
+	memo := map[string]string{}
+	for _, n := range all {
+		resolved, ok := memo[n.prefix]
+		if !ok {
+			c, err := res.canonical(n.prefix)
+			if err != nil {
+				c = n.prefix // unresolvable: the kernel cannot follow it either
+			}
+			memo[n.prefix], resolved = c, c
+		}
+		if resolved == n.prefix {
+			continue
+		}
+		pattern := rules.EscapeLiteral(resolved)
+		if n.rest != "" {
+			pattern += "/" + n.rest
+		}
+		if _, err := pol.AddDerived(n.r, derivedTier(m, n.r, n.prefix, resolved), pattern, n.prefix); err != nil {
+			return added, err
+		}
+		added++
 	}
 	return added, nil
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,11 +41,20 @@ func TestResolverMatchesCanonical(t *testing.T) {
 	ln("loop2", "home/u/loop1")             // a loop
 	ln("loop1", "home/u/loop2")             //
 	ln("a/b", "ab")                         // ab/.. is a, not d
+	// A directory this user may list but not search (for root, an
+	// ordinary one): a listing would see the link in it, lstat may not.
+	mk("home/u/shut")
+	ln("../.config", "home/u/shut/link")
+	if err := os.Chmod(filepath.Join(d, "home/u/shut"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(filepath.Join(d, "home/u/shut"), 0o755) })
 	paths := []string{
 		"home/u/.ssh/id_ed25519", "home/u/.ssh", "home/u/cfg/git/config", "home/u/cfg2/git",
 		"home/u/dangling", "home/u/dangling/deeper", "home/u/loop1/x", "ab/..", "ab/c/../c",
 		"a/file", "a/file/x", "a/missing/../b", "a/missing/new", "home/u/.config/git/config",
-		"home/u", "", "ab/./c",
+		"home/u", "", "ab/./c", "home/u/shut/link/git", "home/u/shut/link", "home/u/shut/x", "home/u/shut/y", "home/u/shut/z",
+		"home/u/absent1", "home/u/absent2/x", "home/u/.config/absent3",
 	}
 	type answer struct{ path, err string }
 	ask := func(r *resolver, p string) answer {
@@ -63,11 +73,24 @@ func TestResolverMatchesCanonical(t *testing.T) {
 	for _, p := range paths {
 		alone[p] = ask(nil, p)
 	}
+	full := make([]string, 0, len(paths))
+	for _, p := range paths {
+		if p != "" {
+			full = append(full, d+"/"+p)
+		}
+	}
 	for _, order := range [][]string{paths, reversed(paths)} {
-		r := newResolver()
-		for _, p := range order {
-			if got := ask(r, p); got != alone[p] {
-				t.Errorf("%q: with a shared resolver %+v, alone %+v", p, got, alone[p])
+		for _, listing := range []bool{false, true} {
+			r := newResolver()
+			if listing {
+				// Every directory with a few names asked of it is listed
+				// (expect), and answers from the listing must be lstat's.
+				r.expect(full)
+			}
+			for _, p := range order {
+				if got := ask(r, p); got != alone[p] {
+					t.Errorf("%q: with a shared resolver (listing %v) %+v, alone %+v", p, listing, got, alone[p])
+				}
 			}
 		}
 	}
@@ -98,4 +121,38 @@ func reversed(s []string) []string {
 		out[len(s)-1-i] = v
 	}
 	return out
+}
+
+// TestResolverListsWhereExpected is the control that expect changes what
+// the resolver asks: the absent names of a directory it listed cost no
+// lstat each, and an lstat it still makes for what a listing cannot type.
+func TestResolverListsWhereExpected(t *testing.T) {
+	d, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i := range 10 {
+		paths = append(paths, fmt.Sprintf("%s/absent%d", d, i))
+	}
+	paths = append(paths, d+"/file")
+	count := func(listing bool) int {
+		r := newResolver()
+		if listing {
+			r.expect(paths)
+		}
+		for _, p := range paths {
+			if _, err := r.canonical(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r.lstats
+	}
+	plain, listed := count(false), count(true)
+	if listed >= plain || listed > plain-10 {
+		t.Errorf("lstat calls: %d with the listing, %d without; want 10 fewer", listed, plain)
+	}
 }
