@@ -3,7 +3,9 @@ package landlock
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -32,8 +34,14 @@ type Observation struct {
 	Path string   `json:"path"`
 	Sum  [32]byte `json:"sum"`
 	// Stamp is, for a listing, the directory's stamp taken just before
-	// it was listed, when one was trusted and settled; else zero.
-	Stamp Stamp `json:"stamp"`
+	// it was listed, when one was trusted and settled; else zero. For an
+	// lstat that found nothing, it is the stamp of Via, the nearest
+	// directory above Path that existed, taken before its entry on the
+	// way to Path was seen absent (absentStamp), when trusted and
+	// settled: while Via keeps it, nothing was made there, and the answer
+	// holds.
+	Stamp Stamp  `json:"stamp"`
+	Via   string `json:"via,omitempty"`
 }
 
 // ObsOp names an FS method.
@@ -83,6 +91,18 @@ type Recorder struct {
 	// changed: the same question got two answers (the filesystem changed
 	// while planning); the record proves nothing.
 	changed bool
+	// vias are the stamps that stand for lstats that found nothing
+	// (absentStamp), and above the directories found on the way, each
+	// stamped once: zero where it could not be.
+	vias   map[string]viaStamp
+	above  map[string]Stamp
+	exists map[string]bool
+}
+
+// viaStamp is the directory whose stamp stands for an absent path.
+type viaStamp struct {
+	via   string
+	stamp Stamp
 }
 
 type obsKey struct {
@@ -92,7 +112,8 @@ type obsKey struct {
 
 // NewRecorder returns a Recorder over fsys.
 func NewRecorder(fsys FS) *Recorder {
-	r := &Recorder{fs: fsys, seen: map[obsKey][32]byte{}, stamps: map[string]Stamp{}}
+	r := &Recorder{fs: fsys, seen: map[obsKey][32]byte{}, stamps: map[string]Stamp{},
+		vias: map[string]viaStamp{}, above: map[string]Stamp{}, exists: map[string]bool{}}
 	if ds, ok := fsys.(dirStamper); ok {
 		r.start = ds.stampNow()
 	}
@@ -115,8 +136,91 @@ func (r *Recorder) noteLocked(op ObsOp, path string, sum [32]byte) {
 
 func (r *Recorder) Lstat(path string) (Info, error) {
 	info, err := r.fs.Lstat(path)
-	r.note(ObsLstat, path, sumLstat(info, err))
+	var v viaStamp
+	if errors.Is(err, fs.ErrNotExist) {
+		v = r.absentStamp(path)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.noteLocked(ObsLstat, path, sumLstat(info, err))
+	// A path asked twice keeps a stamp only if both agree.
+	if old, ok := r.vias[path]; ok && old != v {
+		v = viaStamp{}
+	}
+	r.vias[path] = v
 	return info, err
+}
+
+// absentStamp finds the stamp that stands for path's absence, which an
+// lstat just reported: the nearest directory above path that exists is
+// stamped (once per recording), and only then is its entry on the way
+// to path, which was missing, asked again. Missing still, it stays
+// missing while the directory keeps that stamp, for nothing is made,
+// removed or renamed in a directory without moving its change time
+// (stamp.go); and with it every path below it. Nothing when fsys stamps
+// nothing, the directory's filesystem is not trusted, it changed
+// stampSettle or less before the recording began, or the entry is there
+// now.
+func (r *Recorder) absentStamp(path string) viaStamp {
+	ds, ok := r.fs.(dirStamper)
+	if !ok || !strings.HasPrefix(path, "/") || path == "/" {
+		return viaStamp{}
+	}
+	child := path
+	for {
+		dir := parentOf(child)
+		r.mu.Lock()
+		known, seen := r.exists[dir]
+		r.mu.Unlock()
+		if !seen {
+			info, err := r.fs.Lstat(dir)
+			known = err == nil && info.Type == TypeDir
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return viaStamp{} // not for this user to search, or no directory: not taken as absent
+			}
+			r.mu.Lock()
+			r.exists[dir] = known
+			r.mu.Unlock()
+		}
+		if known {
+			r.mu.Lock()
+			st, stamped := r.above[dir]
+			r.mu.Unlock()
+			if !stamped {
+				if s, ok := ds.dirStamp(dir); ok && s.settled(r.start) {
+					st = s
+				}
+				r.mu.Lock()
+				if old, ok := r.above[dir]; ok {
+					st = old // another goroutine stamped it first
+				} else {
+					r.above[dir] = st
+				}
+				r.mu.Unlock()
+			}
+			if st == (Stamp{}) {
+				return viaStamp{}
+			}
+			// After the stamp: is the entry still missing?
+			if _, err := r.fs.Lstat(child); !errors.Is(err, fs.ErrNotExist) {
+				return viaStamp{}
+			}
+			return viaStamp{via: dir, stamp: st}
+		}
+		if dir == "/" {
+			return viaStamp{}
+		}
+		child = dir
+	}
+}
+
+// parentOf is the directory holding an absolute path's last name.
+func parentOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
 }
 
 // ReadDir stamps the directory first, then lists it: a change made
@@ -172,8 +276,13 @@ func (r *Recorder) Observations() (Observations, bool) {
 	out := make(Observations, 0, len(r.seen))
 	for k, sum := range r.seen {
 		o := Observation{Op: k.op, Path: k.path, Sum: sum}
-		if k.op == ObsReadDir {
+		switch k.op {
+		case ObsReadDir:
 			o.Stamp = r.stamps[k.path]
+		case ObsLstat:
+			if v := r.vias[k.path]; v.stamp != (Stamp{}) {
+				o.Stamp, o.Via = v.stamp, v.via
+			}
 		}
 		out = append(out, o)
 	}
@@ -228,6 +337,7 @@ const (
 // hold asks obs's questions in order; it stops early, false, at the first
 // different answer or when stop is set.
 func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
+	var vias map[viaStamp]bool // the directories stamped for absent paths, and whether they keep their stamps
 	for _, o := range obs {
 		if stop != nil && stop.Load() {
 			return false
@@ -235,6 +345,20 @@ func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 		var sum [32]byte
 		switch o.Op {
 		case ObsLstat:
+			if o.Via != "" {
+				if vias == nil {
+					vias = map[viaStamp]bool{}
+				}
+				v := viaStamp{o.Via, o.Stamp}
+				kept, ok := vias[v]
+				if !ok {
+					kept = Observation{Op: ObsReadDir, Path: o.Via, Stamp: o.Stamp}.unchangedDir(fsys)
+					vias[v] = kept
+				}
+				if kept {
+					continue
+				}
+			}
 			sum = sumLstat(fsys.Lstat(o.Path))
 		case ObsReadDir:
 			if o.unchangedDir(fsys) {
@@ -410,11 +534,19 @@ func (obs Observations) MarshalBinary() ([]byte, error) {
 			b = append(b, 0)
 			continue
 		}
-		b = append(b, 1)
+		if o.Via == "" {
+			b = append(b, 1)
+		} else {
+			b = append(b, 2)
+		}
 		b = binary.AppendUvarint(b, o.Stamp.Dev)
 		b = binary.AppendUvarint(b, o.Stamp.Ino)
 		b = binary.AppendVarint(b, o.Stamp.Sec)
 		b = binary.AppendVarint(b, o.Stamp.Nsec)
+		if o.Via != "" {
+			b = binary.AppendUvarint(b, uint64(len(o.Via)))
+			b = append(b, o.Via...)
+		}
 	}
 	return b, nil
 }
@@ -441,10 +573,10 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 		}
 		o.Path = string(b[k : k+int(l)])
 		b = b[k+int(l):]
-		if len(b) < 1 || b[0] > 1 {
+		if len(b) < 1 || b[0] > 2 {
 			return bad
 		}
-		stamped := b[0] == 1
+		stamped, via := b[0] >= 1, b[0] == 2
 		b = b[1:]
 		if stamped {
 			var ok [4]bool
@@ -457,9 +589,17 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 			ok[2], b = k > 0, b[max(k, 0):]
 			o.Stamp.Nsec, k = binary.Varint(b)
 			ok[3], b = k > 0, b[max(k, 0):]
-			if ok != [4]bool{true, true, true, true} || o.Op != ObsReadDir || o.Stamp == (Stamp{}) {
+			if ok != [4]bool{true, true, true, true} || o.Stamp == (Stamp{}) || via != (o.Op == ObsLstat) || !via && o.Op != ObsReadDir {
 				return bad
 			}
+		}
+		if via {
+			l, k := binary.Uvarint(b)
+			if k <= 0 || l == 0 || l > uint64(len(b)-k) {
+				return bad
+			}
+			o.Via = string(b[k : k+int(l)])
+			b = b[k+int(l):]
 		}
 		out = append(out, o)
 	}

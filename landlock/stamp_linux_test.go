@@ -1,9 +1,12 @@
 package landlock
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -263,5 +266,67 @@ func TestDirInodes(t *testing.T) {
 	}
 	if l, err := DirInodes(linked); err == nil {
 		t.Errorf("DirInodes followed a symlink: %v", l.Inodes)
+	}
+}
+
+// TestAbsentStampOS: on the OS, an absent path's answer rests on the stamp
+// of the nearest directory above it that exists, taken from its change
+// time: unchanged, the path is not asked again; made, or the directory
+// otherwise changed, it is.
+func TestAbsentStampOS(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
+		shm, err := os.MkdirTemp("/dev/shm", "stamp")
+		if err != nil {
+			t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust, and /dev/shm: %v", root, sfs.Type, err)
+		}
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		root = shm
+	}
+	home := root + "/home"
+	if err := os.MkdirAll(home+"/.config", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Duration(stampSettle) + 100*time.Millisecond)
+	absent := []string{home + "/.aws", home + "/.cargo/credentials", home + "/.config/gh/hosts.yml"}
+	var stats atomic.Int32
+	fsys := statCounter{osFS{}, &stats}
+	rec := NewRecorder(fsys)
+	for _, p := range absent {
+		if _, err := rec.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	obs, ok := rec.Observations()
+	if !ok {
+		t.Fatal("the tree changed while recording")
+	}
+	for _, o := range obs {
+		want := home
+		if strings.HasPrefix(o.Path, home+"/.config/") {
+			want = home + "/.config"
+		}
+		if o.Via != want || o.Stamp == (Stamp{}) {
+			t.Errorf("%s: stamped via %q (%+v); want via %s", o.Path, o.Via, o.Stamp, want)
+		}
+	}
+	stats.Store(0)
+	if !obs.Hold(fsys) || stats.Load() != 0 {
+		t.Errorf("unchanged: Hold asked %d lstats; want none", stats.Load())
+	}
+	if err := os.MkdirAll(home+"/.cargo", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stats.Store(0)
+	if !obs.Hold(fsys) || stats.Load() != 2 {
+		t.Errorf("%s changed: Hold asked %d lstats and held? want 2 asked (those via it), holding", home, stats.Load())
+	}
+	if err := os.WriteFile(home+"/.cargo/credentials", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if obs.Hold(fsys) {
+		t.Errorf("%s/.cargo/credentials made: the answers hold", home)
 	}
 }

@@ -126,3 +126,119 @@ func TestHoldStamps(t *testing.T) {
 		t.Errorf("a stamp on an lstat decodes")
 	}
 }
+
+// statCounter counts the lstats asked of the FS it wraps, and passes the
+// stamps through.
+type statCounter struct {
+	FS
+	stats *atomic.Int32
+}
+
+func (c statCounter) Lstat(p string) (Info, error) {
+	c.stats.Add(1)
+	return c.FS.Lstat(p)
+}
+
+func (c statCounter) stampNow() int64 { return c.FS.(dirStamper).stampNow() }
+
+func (c statCounter) dirStamp(p string) (Stamp, bool) { return c.FS.(dirStamper).dirStamp(p) }
+
+// TestHoldAbsentStamps: an lstat that found nothing is answered, while
+// the nearest directory above that exists keeps its stamp, without being
+// asked again; the home directory's absent credentials (~/.aws, ~/.config/gh)
+// are a third of a kept plan's questions. Making the name, or any entry
+// on the way to it, moves that stamp: the question is asked, and the
+// change seen.
+func TestHoldAbsentStamps(t *testing.T) {
+	home := "/home/u"
+	base := newMemFS(home+"/.bashrc", home+"/.config/x", testWS+"/f")
+	absent := []string{home + "/.aws", home + "/.ssh/id_ed25519", home + "/.config/gh/hosts.yml", home + "/.cargo/credentials"}
+	record := func(fsys FS) Observations {
+		t.Helper()
+		rec := NewRecorder(fsys)
+		for _, p := range absent {
+			if _, err := rec.Lstat(p); err == nil {
+				t.Fatalf("%s exists", p)
+			}
+		}
+		if _, err := rec.Lstat(home + "/.bashrc"); err != nil {
+			t.Fatal(err)
+		}
+		obs, ok := rec.Observations()
+		if !ok {
+			t.Fatal("the snapshot changed while recording")
+		}
+		return obs
+	}
+	var stats atomic.Int32
+	settled := stampFS{base, 20 * stampSettle}
+	obs := record(settled)
+	for _, o := range obs {
+		want := map[string]string{home + "/.aws": home, home + "/.ssh/id_ed25519": home,
+			home + "/.config/gh/hosts.yml": home + "/.config", home + "/.cargo/credentials": home}[o.Path]
+		if o.Via != want || (want != "") != (o.Stamp != Stamp{}) {
+			t.Errorf("%s: stamped via %q (%+v); want via %q", o.Path, o.Via, o.Stamp, want)
+		}
+	}
+	stats.Store(0)
+	if !obs.Hold(statCounter{settled, &stats}) || stats.Load() != 1 {
+		t.Errorf("unchanged: Hold asked %d lstats; want 1 (.bashrc, which exists)", stats.Load())
+	}
+
+	// What is made there moves the stamp: asked again, and seen.
+	for _, made := range absent {
+		changed := base.clone()
+		changed.addPath(made)
+		if obs.Hold(stampFS{changed, 0}) {
+			t.Errorf("%s made: the answers hold", made)
+		}
+	}
+	// The stamp is what Hold trusts: a name that appears with no change of
+	// stamp (no filesystem does that) is not seen. The control that the
+	// question was not asked.
+	silent := base.clone()
+	silent.entries[home+"/.aws"] = Info{Type: TypeDir, Dev: 1, Ino: 999}
+	if !obs.Hold(stampFS{silent, 0}) {
+		t.Errorf("a name made behind the stamp's back: Hold asked its lstat")
+	}
+	if obs.Hold(silent) {
+		t.Errorf("control: without stamps, the name made is not seen")
+	}
+	// An unrelated change in the directory moves its stamp too: every
+	// question under it is asked, and they still hold.
+	other := base.clone()
+	other.addPath(home + "/.lesshst")
+	stats.Store(0)
+	if !obs.Hold(statCounter{stampFS{other, 0}, &stats}) || stats.Load() != 4 {
+		t.Errorf("home changed: Hold asked %d lstats and held? want 4 asked (3 under home, .bashrc), holding", stats.Load())
+	}
+
+	// A directory changed just before the recording stamps nothing.
+	racy := stampFS{base.clone(), stampSettle / 2}
+	racy.touch(home)
+	for _, o := range record(racy) {
+		if o.Via == home || (o.Via == "" && o.Stamp != Stamp{}) {
+			t.Errorf("%s: stamped via %q, changed %v ns before the recording", o.Path, o.Via, stampSettle/2)
+		}
+		if o.Path == home+"/.config/gh/hosts.yml" && o.Via != home+"/.config" {
+			t.Errorf("control: %s is not stamped via the settled %s/.config", o.Path, home)
+		}
+	}
+
+	// The stamps survive the plan cache's encoding; one on an lstat that
+	// found something does not decode.
+	b, err := obs.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Observations
+	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
+		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
+	}
+	i := slices.IndexFunc(obs, func(o Observation) bool { return o.Via != "" })
+	forged := obs[i]
+	forged.Op = ObsReadDir
+	if one, _ := (Observations{forged}).MarshalBinary(); back.UnmarshalBinary(one) == nil {
+		t.Errorf("a listing stamped via another directory decoded")
+	}
+}

@@ -37,7 +37,7 @@ const planCacheVar = "AGENT_LAUNCHER_PLAN_CACHE"
 
 // planCacheFormat changes whenever the entry's layout or what the key
 // digests changes.
-const planCacheFormat = "agent-launcher plan cache v4"
+const planCacheFormat = "agent-launcher plan cache v5"
 
 // maxPlanEntries bounds the entries kept, plans and review walk indexes
 // (one of each per workspace, agent and policy in use); the least recently
