@@ -936,6 +936,16 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 	out := map[string]metaEntry{}
 	tried := map[string]bool{}
 	budget := metaLimit
+	literals := protectedLiterals(pol)
+	// Most of the literal paths are absent credentials in the home
+	// directory: the directories holding several are listed once, and
+	// a name absent from the listing costs no lstat (resolver.expect).
+	res := newResolver()
+	names := make([]string, len(literals))
+	for i, l := range literals {
+		names[i] = l.path
+	}
+	res.expect(names)
 	var record func(p, why string, below bool)
 	record = func(p, why string, below bool) {
 		if skip != "" && (p == skip || strings.HasPrefix(p, skip+"/")) {
@@ -945,6 +955,9 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 			return
 		}
 		tried[p] = true
+		if c, ok := res.fromListing(p); ok && errors.Is(c.err, fs.ErrNotExist) {
+			return
+		}
 		var st unix.Stat_t
 		if unix.Lstat(p, &st) != nil {
 			return
@@ -980,7 +993,7 @@ func protectedMeta(pol *rules.Policy, skip, home, workspace string) map[string]m
 			}
 		}
 	}
-	for _, l := range protectedLiterals(pol) {
+	for _, l := range literals {
 		record(l.path, l.rule, l.tree)
 		for _, top := range []string{home, workspace} {
 			if top == "" || !strings.HasPrefix(l.path, top+"/") {
