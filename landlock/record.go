@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -212,6 +213,32 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 		}
 		child = dir
 	}
+}
+
+// Settle adds the stamps a recording could not take: an lstat that found
+// nothing, and finds nothing still, gets the stamp of the nearest
+// directory above it that exists, where that stamp is settled now
+// (absentStamp). A recording leaves a directory changed shortly before it
+// without one: the home directory of a launcher's first run, which made
+// its state directory there. It returns a copy of obs with the stamps
+// added, and how many it added.
+func (obs Observations) Settle(fsys FS) (Observations, int) {
+	r := NewRecorder(fsys)
+	out := slices.Clone(obs)
+	n := 0
+	for i, o := range out {
+		if o.Op != ObsLstat || o.Via != "" || o.Stamp != (Stamp{}) {
+			continue
+		}
+		if info, err := fsys.Lstat(o.Path); !errors.Is(err, fs.ErrNotExist) || sumLstat(info, err) != o.Sum {
+			continue // there now, or another answer: the plan's own check says what that means
+		}
+		if v := r.absentStamp(o.Path); v.stamp != (Stamp{}) {
+			out[i].Via, out[i].Stamp = v.via, v.stamp
+			n++
+		}
+	}
+	return out, n
 }
 
 // parentOf is the directory holding an absolute path's last name.

@@ -242,3 +242,51 @@ func TestHoldAbsentStamps(t *testing.T) {
 		t.Errorf("a listing stamped via another directory decoded")
 	}
 }
+
+// TestSettleAbsent: the absences a recording left without a stamp (their
+// directory had just changed) get one later, once it settled; after that
+// they hold without being asked, and what is made there is still seen.
+func TestSettleAbsent(t *testing.T) {
+	home := "/home/u"
+	base := newMemFS(home+"/.bashrc", testWS+"/f")
+	racy := stampFS{base, stampSettle / 2}
+	racy.touch(home) // just before the recording: no stamp
+	rec := NewRecorder(racy)
+	for _, p := range []string{home + "/.aws", home + "/.ssh/id_ed25519", home + "/.bashrc", testWS + "/g"} {
+		rec.Lstat(p)
+	}
+	obs, ok := rec.Observations()
+	if !ok {
+		t.Fatal("the snapshot changed while recording")
+	}
+	for _, o := range obs {
+		if o.Via != "" && o.Via != testWS {
+			t.Fatalf("%s: stamped via %s, changed just before the recording", o.Path, o.Via)
+		}
+	}
+	// Settled since: the three absences get stamps; .bashrc, which
+	// exists, none.
+	settled := stampFS{base, 20 * stampSettle}
+	up, n := obs.Settle(settled)
+	if n != 2 || len(up) != len(obs) {
+		t.Fatalf("Settle added %d stamps to %d observations; want 2 (.aws and .ssh/id_ed25519, via %s)", n, len(up), home)
+	}
+	for _, o := range up {
+		if absent := o.Path != home+"/.bashrc"; absent != (o.Via != "") {
+			t.Errorf("%s: via %q after Settle", o.Path, o.Via)
+		}
+	}
+	var stats atomic.Int32
+	if !up.Hold(statCounter{settled, &stats}) || stats.Load() != 1 {
+		t.Errorf("settled: Hold asked %d lstats; want 1 (.bashrc)", stats.Load())
+	}
+	made := base.clone()
+	made.addPath(home + "/.aws")
+	if up.Hold(stampFS{made, 0}) {
+		t.Errorf("~/.aws made after Settle: the answers hold")
+	}
+	// An absence that is no longer one is not stamped.
+	if _, n := obs.Settle(stampFS{made, 20 * stampSettle}); n != 1 {
+		t.Errorf("with ~/.aws made, Settle added %d stamps; want 1 (.ssh/id_ed25519)", n)
+	}
+}

@@ -50,6 +50,10 @@ type env struct {
 	// keptUnder is the plan cache's key of the floor run planned last (""
 	// when there is none): the review walk's index is kept under it.
 	keptUnder string
+	// settleKept, once a kept plan held, adds to it the stamps its
+	// recording could not take (landlock.Observations.Settle); run calls
+	// it after the session, off the start-up.
+	settleKept func()
 }
 
 // configPath applies the lookup order of DESIGN.md section 11.

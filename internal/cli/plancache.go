@@ -306,6 +306,15 @@ func (c planCache) put(key string, obs landlock.Observations, pl *landlock.Plan,
 	}
 }
 
+// settle keeps the plan under key again with the stamps its recording
+// could not take, when there are any to add now (Observations.Settle).
+func (c planCache) settle(key string, obs landlock.Observations, pl *landlock.Plan, notes []string) {
+	if up, n := obs.Settle(landlock.OS()); n > 0 {
+		c.put(key, up, pl, notes)
+		launch.Trace("floor: %d answers of the kept plan stamped", n)
+	}
+}
+
 // planFloorCached is planFloor for run: the kept plan when the filesystem
 // still answers as it did, else a new plan, kept for the next run when it
 // depends on nothing but the key and the answers. cached says which.
@@ -330,7 +339,7 @@ func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landl
 		pl, notes, err = e.planFloorAfresh(p, abi, canary)
 		return pl, notes, nil, err
 	}
-	e.keptUnder = ""
+	e.keptUnder, e.settleKept = "", nil
 	key, kerr := e.keptDirs(p, abi, canary)
 	if kerr == nil {
 		if pl, notes, obs, ok := e.planCache().kept(key); ok {
@@ -346,6 +355,7 @@ func (e *env) planFloorUnchecked(p *compiled, abi int, canary string) (pl *landl
 						return false
 					}
 					launch.Trace("floor: the kept plan holds (%d rules)", len(pl.Rules))
+					e.settleKept = func() { e.planCache().settle(key, obs, pl, notes) }
 					return true
 				}, nil
 			}

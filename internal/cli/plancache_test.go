@@ -565,3 +565,51 @@ func TestSplitObservations(t *testing.T) {
 		t.Errorf("in %q, out %q; want %q and %q", gotIn, gotOut, wantIn, wantOut)
 	}
 }
+
+// TestKeptPlanSettles: a plan recorded while the home directory had just
+// changed (a first run makes its state there) keeps its absent
+// credentials unstamped; once a later run found the plan holding, and the
+// home directory settled, settleKept stamps them (the next runs then ask
+// one stamp instead), and a credential made after that is still seen.
+func TestKeptPlanSettles(t *testing.T) {
+	e, p, _ := planCacheEnv(t)
+	home := filepath.Dir(e.workspace)
+	vias := func() (n int) {
+		t.Helper()
+		_, _, obs, ok := e.planCache().kept(e.keptUnder)
+		if !ok {
+			t.Fatal("no kept plan")
+		}
+		for _, o := range obs {
+			if o.Via == home {
+				n++
+			}
+		}
+		return n
+	}
+	if _, hit := cachedPlan(t, e, p); hit {
+		t.Fatal("the first plan came from an empty cache")
+	}
+	if n := vias(); n != 0 {
+		t.Fatalf("%d answers stamped via %s, made just before the first plan", n, home)
+	}
+	time.Sleep(2100 * time.Millisecond) // landlock's stampSettle, and a tick
+	if _, hit := cachedPlan(t, e, p); !hit || e.settleKept == nil {
+		t.Fatalf("the kept plan was not used (%v), or nothing to settle", hit)
+	}
+	e.settleKept()
+	n := vias()
+	if n < 10 {
+		t.Fatalf("%d answers stamped via %s after settling; want the built-in credentials' (~/.aws, ~/.config/gh, ...)", n, home)
+	}
+	if _, hit := cachedPlan(t, e, p); !hit {
+		t.Fatal("the settled plan does not hold")
+	}
+	aws := filepath.Join(home, ".aws")
+	if err := os.Mkdir(aws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if pl, hit := cachedPlan(t, e, p); hit || !protects(pl, aws) {
+		t.Fatalf("%s made after settling: kept %v, protected %v; want a new plan that protects it", aws, hit, protects(pl, aws))
+	}
+}

@@ -222,6 +222,10 @@ func (c *command) run(args []string) int {
 			hooks.Fixed = true // the start's list (reviewHooks)
 			after, inc2, index := walkPersistence(p.m, e.home, roots, hooks, walked)
 			e.planCache().putWalkIndex(key, index)
+			if e.settleKept != nil {
+				e.settleKept()
+				e.settleKept = nil
+			}
 			launch.Trace("session review: persistence paths compared")
 			r := &reviewReport{Schema: 1, Ended: time.Now().UTC(), Command: argv, Workspace: e.workspace, Roots: roots,
 				Changes:    mergeChanges(diffPersistence(before, after), diffMeta(metaBefore, metaAgain(metaBefore))),
