@@ -40,7 +40,8 @@ type Observation struct {
 	// directory above Path that existed, taken before its entry on the
 	// way to Path was seen absent (absentStamp), when trusted and
 	// settled: while Via keeps it, nothing was made there, and the answer
-	// holds.
+	// holds. Via without a stamp: that directory had changed just before
+	// (Settle stamps it later).
 	Stamp Stamp  `json:"stamp"`
 	Via   string `json:"via,omitempty"`
 }
@@ -96,8 +97,15 @@ type Recorder struct {
 	// (absentStamp), and above the directories found on the way, each
 	// stamped once: zero where it could not be.
 	vias   map[string]viaStamp
-	above  map[string]Stamp
+	above  map[string]aboveStamp
 	exists map[string]bool
+}
+
+// aboveStamp is a directory's stamp for absentStamp; racy when its
+// filesystem is trusted but it changed too recently to be stamped.
+type aboveStamp struct {
+	stamp Stamp
+	racy  bool
 }
 
 // viaStamp is the directory whose stamp stands for an absent path.
@@ -114,7 +122,7 @@ type obsKey struct {
 // NewRecorder returns a Recorder over fsys.
 func NewRecorder(fsys FS) *Recorder {
 	r := &Recorder{fs: fsys, seen: map[obsKey][32]byte{}, stamps: map[string]Stamp{},
-		vias: map[string]viaStamp{}, above: map[string]Stamp{}, exists: map[string]bool{}}
+		vias: map[string]viaStamp{}, above: map[string]aboveStamp{}, exists: map[string]bool{}}
 	if ds, ok := fsys.(dirStamper); ok {
 		r.start = ds.stampNow()
 	}
@@ -185,28 +193,36 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 		}
 		if known {
 			r.mu.Lock()
-			st, stamped := r.above[dir]
+			a, stamped := r.above[dir]
 			r.mu.Unlock()
 			if !stamped {
 				if s, ok := ds.dirStamp(dir); ok && s.settled(r.start) {
-					st = s
+					a.stamp = s
+				} else {
+					a.racy = ok
 				}
 				r.mu.Lock()
 				if old, ok := r.above[dir]; ok {
-					st = old // another goroutine stamped it first
+					a = old // another goroutine stamped it first
 				} else {
-					r.above[dir] = st
+					r.above[dir] = a
 				}
 				r.mu.Unlock()
 			}
-			if st == (Stamp{}) {
+			if a.stamp == (Stamp{}) {
+				if a.racy {
+					// A trusted filesystem's directory that changed just
+					// before: no stamp, but named, for Settle to try
+					// again later.
+					return viaStamp{via: dir}
+				}
 				return viaStamp{}
 			}
 			// After the stamp: is the entry still missing?
 			if _, err := r.fs.Lstat(child); !errors.Is(err, fs.ErrNotExist) {
 				return viaStamp{}
 			}
-			return viaStamp{via: dir, stamp: st}
+			return viaStamp{via: dir, stamp: a.stamp}
 		}
 		if dir == "/" {
 			return viaStamp{}
@@ -227,8 +243,8 @@ func (obs Observations) Settle(fsys FS) (Observations, int) {
 	out := slices.Clone(obs)
 	n := 0
 	for i, o := range out {
-		if o.Op != ObsLstat || o.Via != "" || o.Stamp != (Stamp{}) {
-			continue
+		if o.Op != ObsLstat || o.Via == "" || o.Stamp != (Stamp{}) {
+			continue // only what was absent, and left without a stamp for a racy directory
 		}
 		if info, err := fsys.Lstat(o.Path); !errors.Is(err, fs.ErrNotExist) || sumLstat(info, err) != o.Sum {
 			continue // there now, or another answer: the plan's own check says what that means
@@ -307,9 +323,8 @@ func (r *Recorder) Observations() (Observations, bool) {
 		case ObsReadDir:
 			o.Stamp = r.stamps[k.path]
 		case ObsLstat:
-			if v := r.vias[k.path]; v.stamp != (Stamp{}) {
-				o.Stamp, o.Via = v.stamp, v.via
-			}
+			v := r.vias[k.path]
+			o.Stamp, o.Via = v.stamp, v.via
 		}
 		out = append(out, o)
 	}
@@ -372,7 +387,7 @@ func (obs Observations) hold(fsys FS, stop *atomic.Bool) bool {
 		var sum [32]byte
 		switch o.Op {
 		case ObsLstat:
-			if o.Via != "" {
+			if o.Via != "" && o.Stamp != (Stamp{}) {
 				if vias == nil {
 					vias = map[viaStamp]bool{}
 				}
@@ -548,8 +563,11 @@ func (o Observation) String() string {
 
 // MarshalBinary encodes obs compactly: per observation its operation, its
 // digest, its path with the path's length before it, and a byte that says
-// whether its stamp follows (device and inode as uvarints, seconds and
-// nanoseconds as varints).
+// what follows: nothing (0); a listing's stamp (1: device and inode as
+// uvarints, seconds and nanoseconds as varints); for an absent path, its
+// stamp and the directory it was taken of (2: the stamp, then that path
+// with its length), or that directory alone (3), which had no settled
+// stamp yet.
 func (obs Observations) MarshalBinary() ([]byte, error) {
 	b := binary.AppendUvarint(nil, uint64(len(obs)))
 	for _, o := range obs {
@@ -557,19 +575,23 @@ func (obs Observations) MarshalBinary() ([]byte, error) {
 		b = append(b, o.Sum[:]...)
 		b = binary.AppendUvarint(b, uint64(len(o.Path)))
 		b = append(b, o.Path...)
-		if o.Stamp == (Stamp{}) {
+		stamped := o.Stamp != (Stamp{})
+		switch {
+		case !stamped && o.Via == "":
 			b = append(b, 0)
-			continue
-		}
-		if o.Via == "" {
+		case o.Via == "":
 			b = append(b, 1)
-		} else {
+		case stamped:
 			b = append(b, 2)
+		default:
+			b = append(b, 3)
 		}
-		b = binary.AppendUvarint(b, o.Stamp.Dev)
-		b = binary.AppendUvarint(b, o.Stamp.Ino)
-		b = binary.AppendVarint(b, o.Stamp.Sec)
-		b = binary.AppendVarint(b, o.Stamp.Nsec)
+		if stamped {
+			b = binary.AppendUvarint(b, o.Stamp.Dev)
+			b = binary.AppendUvarint(b, o.Stamp.Ino)
+			b = binary.AppendVarint(b, o.Stamp.Sec)
+			b = binary.AppendVarint(b, o.Stamp.Nsec)
+		}
 		if o.Via != "" {
 			b = binary.AppendUvarint(b, uint64(len(o.Via)))
 			b = append(b, o.Via...)
@@ -600,11 +622,15 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 		}
 		o.Path = string(b[k : k+int(l)])
 		b = b[k+int(l):]
-		if len(b) < 1 || b[0] > 2 {
+		if len(b) < 1 || b[0] > 3 {
 			return bad
 		}
-		stamped, via := b[0] >= 1, b[0] == 2
+		kind := b[0]
 		b = b[1:]
+		stamped, via := kind == 1 || kind == 2, kind == 2 || kind == 3
+		if via != (o.Op == ObsLstat && kind != 0) || kind == 1 && o.Op != ObsReadDir {
+			return bad
+		}
 		if stamped {
 			var ok [4]bool
 			var k int
@@ -616,7 +642,7 @@ func (obs *Observations) UnmarshalBinary(b []byte) error {
 			ok[2], b = k > 0, b[max(k, 0):]
 			o.Stamp.Nsec, k = binary.Varint(b)
 			ok[3], b = k > 0, b[max(k, 0):]
-			if ok != [4]bool{true, true, true, true} || o.Stamp == (Stamp{}) || via != (o.Op == ObsLstat) || !via && o.Op != ObsReadDir {
+			if ok != [4]bool{true, true, true, true} || o.Stamp == (Stamp{}) {
 				return bad
 			}
 		}

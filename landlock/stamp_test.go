@@ -217,8 +217,11 @@ func TestHoldAbsentStamps(t *testing.T) {
 	racy := stampFS{base.clone(), stampSettle / 2}
 	racy.touch(home)
 	for _, o := range record(racy) {
-		if o.Via == home || (o.Via == "" && o.Stamp != Stamp{}) {
+		if o.Via == home && o.Stamp != (Stamp{}) || (o.Via == "" && o.Stamp != Stamp{}) {
 			t.Errorf("%s: stamped via %q, changed %v ns before the recording", o.Path, o.Via, stampSettle/2)
+		}
+		if o.Path == home+"/.aws" && o.Via != home {
+			t.Errorf("%s: via %q; want %s named without a stamp, for Settle", o.Path, o.Via, home)
 		}
 		if o.Path == home+"/.config/gh/hosts.yml" && o.Via != home+"/.config" {
 			t.Errorf("control: %s is not stamped via the settled %s/.config", o.Path, home)
@@ -260,9 +263,18 @@ func TestSettleAbsent(t *testing.T) {
 		t.Fatal("the snapshot changed while recording")
 	}
 	for _, o := range obs {
-		if o.Via != "" && o.Via != testWS {
+		if o.Via == home && o.Stamp != (Stamp{}) {
 			t.Fatalf("%s: stamped via %s, changed just before the recording", o.Path, o.Via)
 		}
+	}
+	// Named without a stamp, through the plan cache's encoding.
+	b, err := obs.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Observations
+	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
+		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
 	}
 	// Settled since: the three absences get stamps; .bashrc, which
 	// exists, none.
