@@ -239,12 +239,26 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 // its state directory there. It returns a copy of obs with the stamps
 // added, and how many it added.
 func (obs Observations) Settle(fsys FS) (Observations, int) {
+	ds, ok := fsys.(dirStamper)
+	if !ok {
+		return obs, 0
+	}
 	r := NewRecorder(fsys)
 	out := slices.Clone(obs)
 	n := 0
+	settled := map[string]bool{} // whether each directory named could be stamped now
 	for i, o := range out {
 		if o.Op != ObsLstat || o.Via == "" || o.Stamp != (Stamp{}) {
 			continue // only what was absent, and left without a stamp for a racy directory
+		}
+		ok, seen := settled[o.Via]
+		if !seen {
+			st, stamped := ds.dirStamp(o.Via)
+			ok = stamped && st.settled(r.start)
+			settled[o.Via] = ok
+		}
+		if !ok {
+			continue // still changing: not a question asked for nothing at every run's end
 		}
 		if info, err := fsys.Lstat(o.Path); !errors.Is(err, fs.ErrNotExist) || sumLstat(info, err) != o.Sum {
 			continue // there now, or another answer: the plan's own check says what that means

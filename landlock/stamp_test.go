@@ -302,3 +302,21 @@ func TestSettleAbsent(t *testing.T) {
 		t.Errorf("with ~/.aws made, Settle added %d stamps; want 1 (.ssh/id_ed25519)", n)
 	}
 }
+
+// TestSettleWaits: while the directory an absence names is still
+// changing, Settle asks nothing about the paths below it.
+func TestSettleWaits(t *testing.T) {
+	home := "/home/u"
+	racy := stampFS{newMemFS(home+"/.bashrc"), stampSettle / 2}
+	racy.touch(home)
+	rec := NewRecorder(racy)
+	rec.Lstat(home + "/.aws")
+	obs, _ := rec.Observations()
+	var stats atomic.Int32
+	if _, n := obs.Settle(statCounter{racy, &stats}); n != 0 || stats.Load() != 0 {
+		t.Errorf("home still racy: Settle added %d stamps and asked %d lstats; want none", n, stats.Load())
+	}
+	if _, n := obs.Settle(statCounter{stampFS{racy.memFS, 20 * stampSettle}, &stats}); n != 1 {
+		t.Errorf("control: settled, Settle added %d stamps; want 1", n)
+	}
+}
