@@ -307,7 +307,7 @@ func TestSettleAbsent(t *testing.T) {
 // changing, Settle asks nothing about the paths below it.
 func TestSettleWaits(t *testing.T) {
 	home := "/home/u"
-	racy := stampFS{newMemFS(home+"/.bashrc"), stampSettle / 2}
+	racy := stampFS{newMemFS(home + "/.bashrc"), stampSettle / 2}
 	racy.touch(home)
 	rec := NewRecorder(racy)
 	rec.Lstat(home + "/.aws")
