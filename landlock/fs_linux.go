@@ -281,6 +281,22 @@ func trustedDev(dirfd int, path string, flags int, dev uint64) bool {
 	return trustedStampFS[int64(sfs.Type)]
 }
 
+// stampAbsent stamps dir, then asks whether name is missing from it, both
+// through one descriptor of dir: the stamp is of the very directory the
+// name was missing from, whatever is renamed or relinked above it
+// meanwhile (Recorder.absentStamp).
+func (osFS) stampAbsent(dir, name string) (st Stamp, stamped, absent bool) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return Stamp{}, false, false
+	}
+	defer unix.Close(fd)
+	st, stamped = stampAt(fd, "", unix.AT_EMPTY_PATH)
+	var s unix.Stat_t
+	err = unix.Fstatat(fd, name, &s, unix.AT_SYMLINK_NOFOLLOW)
+	return st, stamped, err == unix.ENOENT
+}
+
 // StampDir returns the stamp of the directory path on the running system
 // (stamp.go), false when it is no directory or its filesystem's change
 // times are not trusted. Take it before listing the directory.

@@ -192,6 +192,18 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 			r.mu.Unlock()
 		}
 		if known {
+			if as, ok := r.fs.(absentStamper); ok {
+				st, stamped, absent := as.stampAbsent(dir, child[strings.LastIndexByte(child, '/')+1:])
+				switch {
+				case !absent:
+					return viaStamp{}
+				case stamped && st.settled(r.start):
+					return viaStamp{via: dir, stamp: st}
+				case stamped:
+					return viaStamp{via: dir} // racy: for Settle to try again later
+				}
+				return viaStamp{}
+			}
 			r.mu.Lock()
 			a, stamped := r.above[dir]
 			r.mu.Unlock()
@@ -269,6 +281,13 @@ func (obs Observations) Settle(fsys FS) (Observations, int) {
 		}
 	}
 	return out, n
+}
+
+// absentStamper is an FS that stamps a directory and asks whether a name
+// is missing from it through one descriptor (the OS: osFS.stampAbsent);
+// absentStamp asks others by path, the stamp first.
+type absentStamper interface {
+	stampAbsent(dir, name string) (st Stamp, stamped, absent bool)
 }
 
 // parentOf is the directory holding an absolute path's last name.

@@ -293,7 +293,7 @@ func TestAbsentStampOS(t *testing.T) {
 	absent := []string{home + "/.aws", home + "/.cargo/credentials", home + "/.config/gh/hosts.yml"}
 	var stats atomic.Int32
 	fsys := statCounter{osFS{}, &stats}
-	rec := NewRecorder(fsys)
+	rec := NewRecorder(osFS{}) // stamps and absences through one descriptor (stampAbsent)
 	for _, p := range absent {
 		if _, err := rec.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s: %v", p, err)
@@ -328,5 +328,31 @@ func TestAbsentStampOS(t *testing.T) {
 	}
 	if obs.Hold(fsys) {
 		t.Errorf("%s/.cargo/credentials made: the answers hold", home)
+	}
+}
+
+// TestStampAbsentOS: the OS stamps a directory and tells a missing name
+// from a present one through one descriptor, and the stamp is the one
+// dirStamp gives the directory by path.
+func TestStampAbsentOS(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "there"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want, trusted := osFS{}.dirStamp(root)
+	for name, absent := range map[string]bool{"there": false, "missing": true} {
+		st, stamped, gone := osFS{}.stampAbsent(root, name)
+		if gone != absent || stamped != trusted || st != want {
+			t.Errorf("%s: stamp %+v (%v), absent %v; want %+v (%v), absent %v", name, st, stamped, gone, want, trusted, absent)
+		}
+	}
+	// A symlink to the directory is not it: no descriptor, nothing absent.
+	link := root + ".link"
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(link)
+	if _, stamped, gone := (osFS{}).stampAbsent(link, "missing"); stamped || gone {
+		t.Errorf("through a symlink: stamped %v, absent %v; want neither", stamped, gone)
 	}
 }
