@@ -86,6 +86,10 @@ func readDir(path string, stamp bool) ([]DirEntry, Stamp, bool, error) {
 	return entries, st, stamped, err
 }
 
+// ReadDirFD lists the directory open at fd (path names it in errors) as
+// the OS FS's ReadDir does.
+func ReadDirFD(fd int, path string) ([]DirEntry, error) { return readDirFD(fd, path) }
+
 func readDirFD(fd int, path string) ([]DirEntry, error) {
 	var out []DirEntry
 	partial, err := direntsFD(fd, path, func(batch int, name string, _ uint64, typ byte) error {

@@ -156,3 +156,32 @@ func TestResolverListsWhereExpected(t *testing.T) {
 		t.Errorf("lstat calls: %d with the listing, %d without; want 10 fewer", listed, plain)
 	}
 }
+
+// TestResolverListsOnlyLocal: a directory on another kind of filesystem
+// than the local ones the kernel keeps (here procfs) is not listed, and
+// its names are asked one by one (listNames).
+func TestResolverListsOnlyLocal(t *testing.T) {
+	var paths []string
+	for _, n := range []string{"ostype", "osrelease", "hostname", "domainname", "absent1", "absent2"} {
+		paths = append(paths, "/proc/sys/kernel/"+n)
+	}
+	if listNames("/proc/sys/kernel") != nil {
+		t.Fatal("/proc/sys/kernel was listed")
+	}
+	count := func(listing bool) int {
+		r := newResolver()
+		if listing {
+			r.expect(paths)
+		}
+		for _, p := range paths {
+			r.canonical(p)
+		}
+		return r.lstats
+	}
+	if with, without := count(true), count(false); with != without {
+		t.Errorf("lstat calls under procfs: %d with expect, %d without; want the same", with, without)
+	}
+	if listNames(t.TempDir()) == nil {
+		t.Error("control: a test directory was not listed")
+	}
+}
