@@ -93,9 +93,10 @@ type Recorder struct {
 	// changed: the same question got two answers (the filesystem changed
 	// while planning); the record proves nothing.
 	changed bool
-	// vias are the stamps that stand for lstats that found nothing
-	// (absentStamp), and above the directories found on the way, each
-	// stamped once: zero where it could not be.
+	// vias are the directories, and their stamps, that stand for the
+	// lstats that found nothing (absentStamp); exists and above remember,
+	// for a filesystem that stamps by path, which directories on the way
+	// exist and each one's stamp, taken once.
 	vias   map[string]viaStamp
 	above  map[string]aboveStamp
 	exists map[string]bool
@@ -162,8 +163,10 @@ func (r *Recorder) Lstat(path string) (Info, error) {
 
 // absentStamp finds the stamp that stands for path's absence, which an
 // lstat just reported: the nearest directory above path that exists is
-// stamped (once per recording), and only then is its entry on the way
-// to path, which was missing, asked again. Missing still, it stays
+// stamped, and only then is its entry on the way to path, which was
+// missing, asked again (on the OS both through one descriptor of the
+// directory: stampAbsent; elsewhere by path, each directory stamped once
+// per recording). Missing still, it stays
 // missing while the directory keeps that stamp, for nothing is made,
 // removed or renamed in a directory without moving its change time
 // (stamp.go); and with it every path below it. Nothing when fsys stamps

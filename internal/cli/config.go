@@ -137,8 +137,8 @@ var listedFS = map[int64]bool{
 const fsCasefoldFL = 0x40000000
 
 // minListed is how many names a directory must be expected to be asked
-// of before it is listed instead: a listing is an open, a getdents or
-// two and a close; an absent name's lstat, about 2 us.
+// of before it is listed instead: a listing is six system calls or so
+// (listNames); an absent name's lstat is one, about 2 us here.
 const minListed = 4
 
 // expect tells r the paths it will resolve: a directory that holds the
