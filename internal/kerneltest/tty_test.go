@@ -65,6 +65,42 @@ func onTerminal(ctx context.Context, s *sandbox, master, slave *os.File, argv ..
 	return cmd, out
 }
 
+// userWorld makes a home directory, a workspace in it and a policy that
+// lets the agent run the test binaries, for a test whose launcher runs as
+// an ordinary user: as root, al-test, which then owns the home and the
+// workspace (cred), else this process's user (cred nil); uid is that
+// user's.
+func userWorld(t *testing.T, prefix string) (home, ws, config string, cred *syscall.Credential, uid int) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	home = filepath.Join(dir, "home")
+	ws = filepath.Join(home, "proj")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	uid = os.Getuid()
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("al-test")
+		if err != nil {
+			t.Fatalf("running as root, this test needs the user al-test (scripts/test-user creates it): %v", err)
+		}
+		uid, _ = strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		for _, p := range []string{home, ws} {
+			os.Chown(p, uid, gid)
+		}
+	}
+	config = filepath.Join(dir, "config.toml")
+	os.WriteFile(config, []byte(fmt.Sprintf("[file_policy]\npresets = [\"system\"]\nread_paths = [%q]\nwrite_paths = [\"<workspace>/**\"]\n", binDir+"/**")), 0o644)
+	return home, ws, config, cred, uid
+}
+
 // TestNoTerminalInjection: the agent runs in its own session, so it has no
 // controlling terminal and TIOCSTI on the terminal it inherited fails
 // (dev.tty.legacy_tiocsti=1 here). The control: the same agent, run bare
@@ -74,32 +110,7 @@ func onTerminal(ctx context.Context, s *sandbox, master, slave *os.File, argv ..
 // for root agents too (DESIGN.md section 5).
 func TestNoTerminalInjection(t *testing.T) {
 	needKernel(t)
-	var cred *syscall.Credential
-	dir, err := os.MkdirTemp("", "kerneltest-tty")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	home := filepath.Join(dir, "home")
-	ws := filepath.Join(home, "proj")
-	if err := os.MkdirAll(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(dir, 0o755)
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("al-test")
-		if err != nil {
-			t.Fatalf("running as root, this test needs the user al-test (scripts/test-user creates it): %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		for _, p := range []string{home, ws} {
-			os.Chown(p, uid, gid)
-		}
-	}
-	config := filepath.Join(dir, "config.toml")
-	os.WriteFile(config, []byte(fmt.Sprintf("[file_policy]\npresets = [\"system\"]\nread_paths = [%q]\nwrite_paths = [\"<workspace>/**\"]\n", binDir+"/**")), 0o644)
+	home, ws, config, cred, _ := userWorld(t, "kerneltest-tty")
 
 	run := func(argv ...string) result {
 		t.Helper()

@@ -254,6 +254,7 @@ func commands() map[string]op {
 		"status":           {"", 0, 0, opStatus},
 		"getenv":           {"NAME", 1, 1, opGetenv},
 		"keyring-read":     {"NAME", 1, 1, opKeyringRead},
+		"keyring-fill":     {"", 0, 0, opKeyringFill},
 		"shm-read":         {"ID", 1, 1, opShmRead},
 		"sleep":            {"MS", 1, 1, opSleep},
 		"timerslack":       {"", 0, 0, opTimerSlack},

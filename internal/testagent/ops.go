@@ -587,6 +587,33 @@ func opKeyringRead(_ *env, args []string) (string, error) {
 	return strconv.Quote(string(buf[:min(n, len(buf))])), nil
 }
 
+// opKeyringFill joins a session keyring of its own and adds "user" keys
+// to it until the kernel refuses one for this user's key quota (EDQUOT);
+// it then says "filled N" on stdout and holds the keys until stdin
+// closes.
+func opKeyringFill(_ *env, _ []string) (string, error) {
+	runtime.LockOSThread() // a thread's session keyring is its credentials'
+	if _, err := unix.KeyctlJoinSessionKeyring("agent-launcher-fill"); err != nil {
+		return "", os.NewSyscallError("keyctl join", err)
+	}
+	n := 0
+	for ; ; n++ {
+		_, err := unix.AddKey("user", fmt.Sprintf("fill-%d", n), []byte("x"), unix.KEY_SPEC_SESSION_KEYRING)
+		if err == unix.EDQUOT {
+			break
+		}
+		if err != nil {
+			return "", os.NewSyscallError("add_key", err)
+		}
+		if n > 100_000 {
+			return "", errors.New("keyring-fill: no quota met after 100,000 keys (root's is a million)")
+		}
+	}
+	fmt.Printf("filled %d\n", n)
+	io.Copy(io.Discard, os.Stdin)
+	return strconv.Itoa(n), nil
+}
+
 // opShmRead reads the System V shared memory segment ID up to its first
 // NUL byte.
 func opShmRead(_ *env, args []string) (string, error) {
