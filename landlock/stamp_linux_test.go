@@ -14,15 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestDirStampOS: on this machine's filesystems, a kept listing is asked
-// again exactly when the directory changed, by its ctime, which putting
-// its mtime back does not hide.
-func TestDirStampOS(t *testing.T) {
-	t.Parallel()
+// stampedTempDir is a test directory on a filesystem stamps trust: the
+// test's own, else one in /dev/shm (a VM's initramfs is neither).
+func stampedTempDir(t *testing.T) string {
+	t.Helper()
 	root := t.TempDir()
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
-		// A VM's initramfs: /dev/shm is a tmpfs.
 		shm, err := os.MkdirTemp("/dev/shm", "stamp")
 		if err != nil {
 			t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust, and /dev/shm: %v", root, sfs.Type, err)
@@ -33,6 +31,15 @@ func TestDirStampOS(t *testing.T) {
 	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
 		t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust (%v): the test needs ext4, xfs, btrfs or tmpfs", root, sfs.Type, err)
 	}
+	return root
+}
+
+// TestDirStampOS: on this machine's filesystems, a kept listing is asked
+// again exactly when the directory changed, by its ctime, which putting
+// its mtime back does not hide.
+func TestDirStampOS(t *testing.T) {
+	t.Parallel()
+	root := stampedTempDir(t)
 	for _, d := range []string{"a/b", "c"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -275,16 +282,7 @@ func TestDirInodes(t *testing.T) {
 // otherwise changed, it is.
 func TestAbsentStampOS(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(root, &sfs); err != nil || !trustedStampFS[int64(sfs.Type)] {
-		shm, err := os.MkdirTemp("/dev/shm", "stamp")
-		if err != nil {
-			t.Fatalf("the test directory %s is on filesystem %#x, which stamps do not trust, and /dev/shm: %v", root, sfs.Type, err)
-		}
-		t.Cleanup(func() { os.RemoveAll(shm) })
-		root = shm
-	}
+	root := stampedTempDir(t)
 	home := root + "/home"
 	if err := os.MkdirAll(home+"/.config", 0o755); err != nil {
 		t.Fatal(err)

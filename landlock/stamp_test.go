@@ -29,6 +29,20 @@ func (c listCounter) readDirStamped(p string) ([]DirEntry, Stamp, bool, error) {
 	return listStamped(c.FS, p)
 }
 
+// roundTrip fails t unless obs comes back from the plan cache's encoding
+// as it went in.
+func roundTrip(t *testing.T, obs Observations) {
+	t.Helper()
+	b, err := obs.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Observations
+	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
+		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
+	}
+}
+
 func stampedObs(t *testing.T, fsys FS, dirs ...string) Observations {
 	t.Helper()
 	rec := NewRecorder(fsys)
@@ -98,14 +112,8 @@ func TestHoldStamps(t *testing.T) {
 
 	// The stamps survive the plan cache's encoding; a malformed one does
 	// not decode.
-	b, err := obs.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	roundTrip(t, obs)
 	var back Observations
-	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
-		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
-	}
 	i := slices.IndexFunc(obs, func(o Observation) bool { return o.Stamp != Stamp{} })
 	one, _ := Observations{obs[i]}.MarshalBinary()
 	for _, bad := range [][]byte{one[:len(one)-1], append(slices.Clone(one), 0)} {
@@ -230,14 +238,8 @@ func TestHoldAbsentStamps(t *testing.T) {
 
 	// The stamps survive the plan cache's encoding; one on an lstat that
 	// found something does not decode.
-	b, err := obs.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	roundTrip(t, obs)
 	var back Observations
-	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
-		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
-	}
 	i := slices.IndexFunc(obs, func(o Observation) bool { return o.Via != "" })
 	forged := obs[i]
 	forged.Op = ObsReadDir
@@ -268,14 +270,7 @@ func TestSettleAbsent(t *testing.T) {
 		}
 	}
 	// Named without a stamp, through the plan cache's encoding.
-	b, err := obs.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back Observations
-	if err := back.UnmarshalBinary(b); err != nil || !reflect.DeepEqual(back, obs) {
-		t.Fatalf("round trip: %v\n%v\n%v", err, obs, back)
-	}
+	roundTrip(t, obs)
 	// Settled since: the three absences get stamps; .bashrc, which
 	// exists, none.
 	settled := stampFS{base, 20 * stampSettle}
