@@ -224,6 +224,11 @@ var trustedStampFS = map[int64]bool{
 	unix.F2FS_SUPER_MAGIC:  true,
 }
 
+// TrustedFS reports whether a filesystem of type fstype (statfs's f_type)
+// keeps its directories' change times and listings itself, as stamps
+// need: ext2-4, xfs, btrfs, tmpfs, f2fs.
+func TrustedFS(fstype int64) bool { return trustedStampFS[fstype] }
+
 // stampDevs caches, per device, whether its filesystem is trusted.
 var stampDevs sync.Map // uint64 -> bool
 

@@ -122,16 +122,6 @@ type resolver struct {
 	lstats   int
 }
 
-// listedFS are the filesystems whose listings resolver.expect trusts to
-// name what lookups find.
-var listedFS = map[int64]bool{
-	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4 share it
-	unix.XFS_SUPER_MAGIC:   true,
-	unix.BTRFS_SUPER_MAGIC: true,
-	unix.TMPFS_MAGIC:       true,
-	unix.F2FS_SUPER_MAGIC:  true,
-}
-
 // fsCasefoldFL is FS_CASEFOLD_FL (linux/fs.h), a case-insensitive
 // directory's flag.
 const fsCasefoldFL = 0x40000000
@@ -209,7 +199,8 @@ func (r *resolver) fromListing(name string) (component, bool) {
 // listNames lists dir, each name with its type bits (S_IFDIR, S_IFLNK, or
 // 0 for any other); nil where a listing may not say what lookups would:
 // a directory this user may not both read and search, one on a
-// filesystem other than a local one the kernel keeps (a network or FUSE
+// filesystem other than a local one the kernel keeps (landlock.TrustedFS,
+// those whose stamps the plan cache trusts; a network or FUSE
 // filesystem's listing and lookups may come from different caches), and
 // a case-insensitive one (ext4's or tmpfs's casefold: a lookup of
 // ".bashrc" finds ".BashRC", which no listing names so).
@@ -223,7 +214,7 @@ func listNames(dir string) map[string]uint32 {
 	}
 	defer unix.Close(fd)
 	var sfs unix.Statfs_t
-	if unix.Fstatfs(fd, &sfs) != nil || !listedFS[int64(sfs.Type)] {
+	if unix.Fstatfs(fd, &sfs) != nil || !landlock.TrustedFS(int64(sfs.Type)) {
 		return nil
 	}
 	if flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS); err != nil || flags&fsCasefoldFL != 0 {
