@@ -1,6 +1,7 @@
 package landlock
 
 import (
+	"errors"
 	"io/fs"
 	"path"
 	"sort"
@@ -103,6 +104,13 @@ func (s stampFS) dirStamp(p string) (Stamp, bool) {
 	}
 	c := s.ctime[p]
 	return Stamp{Dev: i.Dev, Ino: i.Ino, Sec: c / 1e9, Nsec: c % 1e9}, true
+}
+
+// stampAbsent is the OS's absentStamper on the snapshot.
+func (s stampFS) stampAbsent(dir, name string) (Stamp, bool, bool) {
+	st, stamped := s.dirStamp(dir)
+	_, err := s.Lstat(path.Join(dir, name))
+	return st, stamped, errors.Is(err, fs.ErrNotExist)
 }
 
 func (m *memFS) Lstat(p string) (Info, error) {

@@ -94,19 +94,10 @@ type Recorder struct {
 	// while planning); the record proves nothing.
 	changed bool
 	// vias are the directories, and their stamps, that stand for the
-	// lstats that found nothing (absentStamp); exists and above remember,
-	// for a filesystem that stamps by path, which directories on the way
-	// exist and each one's stamp, taken once.
+	// lstats that found nothing (absentStamp); exists remembers which
+	// directories on the way exist.
 	vias   map[string]viaStamp
-	above  map[string]aboveStamp
 	exists map[string]bool
-}
-
-// aboveStamp is a directory's stamp for absentStamp; racy when its
-// filesystem is trusted but it changed too recently to be stamped.
-type aboveStamp struct {
-	stamp Stamp
-	racy  bool
 }
 
 // viaStamp is the directory whose stamp stands for an absent path.
@@ -123,7 +114,7 @@ type obsKey struct {
 // NewRecorder returns a Recorder over fsys.
 func NewRecorder(fsys FS) *Recorder {
 	r := &Recorder{fs: fsys, seen: map[obsKey][32]byte{}, stamps: map[string]Stamp{},
-		vias: map[string]viaStamp{}, above: map[string]aboveStamp{}, exists: map[string]bool{}}
+		vias: map[string]viaStamp{}, exists: map[string]bool{}}
 	if ds, ok := fsys.(dirStamper); ok {
 		r.start = ds.stampNow()
 	}
@@ -164,17 +155,16 @@ func (r *Recorder) Lstat(path string) (Info, error) {
 // absentStamp finds the stamp that stands for path's absence, which an
 // lstat just reported: the nearest directory above path that exists is
 // stamped, and only then is its entry on the way to path, which was
-// missing, asked again (on the OS both through one descriptor of the
-// directory: stampAbsent; elsewhere by path, each directory stamped once
-// per recording). Missing still, it stays
+// missing, asked again, both through one descriptor of the directory
+// (absentStamper; the OS: osFS.stampAbsent). Missing still, it stays
 // missing while the directory keeps that stamp, for nothing is made,
 // removed or renamed in a directory without moving its change time
 // (stamp.go); and with it every path below it. Nothing when fsys stamps
-// nothing, the directory's filesystem is not trusted, it changed
-// stampSettle or less before the recording began, or the entry is there
-// now.
+// nothing, the directory's filesystem is not trusted, or the entry is
+// there now; the directory alone, without a stamp, when it changed
+// stampSettle or less before the recording began (Settle tries again).
 func (r *Recorder) absentStamp(path string) viaStamp {
-	ds, ok := r.fs.(dirStamper)
+	as, ok := r.fs.(absentStamper)
 	if !ok || !strings.HasPrefix(path, "/") || path == "/" {
 		return viaStamp{}
 	}
@@ -195,49 +185,14 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 			r.mu.Unlock()
 		}
 		if known {
-			if as, ok := r.fs.(absentStamper); ok {
-				st, stamped, absent := as.stampAbsent(dir, child[strings.LastIndexByte(child, '/')+1:])
-				switch {
-				case !absent:
-					return viaStamp{}
-				case stamped && st.settled(r.start):
-					return viaStamp{via: dir, stamp: st}
-				case stamped:
-					return viaStamp{via: dir} // racy: for Settle to try again later
-				}
+			st, stamped, absent := as.stampAbsent(dir, child[strings.LastIndexByte(child, '/')+1:])
+			switch {
+			case !absent || !stamped:
 				return viaStamp{}
+			case st.settled(r.start):
+				return viaStamp{via: dir, stamp: st}
 			}
-			r.mu.Lock()
-			a, stamped := r.above[dir]
-			r.mu.Unlock()
-			if !stamped {
-				if s, ok := ds.dirStamp(dir); ok && s.settled(r.start) {
-					a.stamp = s
-				} else {
-					a.racy = ok
-				}
-				r.mu.Lock()
-				if old, ok := r.above[dir]; ok {
-					a = old // another goroutine stamped it first
-				} else {
-					r.above[dir] = a
-				}
-				r.mu.Unlock()
-			}
-			if a.stamp == (Stamp{}) {
-				if a.racy {
-					// A trusted filesystem's directory that changed just
-					// before: no stamp, but named, for Settle to try
-					// again later.
-					return viaStamp{via: dir}
-				}
-				return viaStamp{}
-			}
-			// After the stamp: is the entry still missing?
-			if _, err := r.fs.Lstat(child); !errors.Is(err, fs.ErrNotExist) {
-				return viaStamp{}
-			}
-			return viaStamp{via: dir, stamp: a.stamp}
+			return viaStamp{via: dir} // racy: for Settle to try again later
 		}
 		if dir == "/" {
 			return viaStamp{}
@@ -287,8 +242,9 @@ func (obs Observations) Settle(fsys FS) (Observations, int) {
 }
 
 // absentStamper is an FS that stamps a directory and asks whether a name
-// is missing from it through one descriptor (the OS: osFS.stampAbsent);
-// absentStamp asks others by path, the stamp first.
+// is missing from it, the stamp first, through one descriptor (the OS:
+// osFS.stampAbsent); stamped is false where the directory's filesystem
+// is not trusted. Absences on other FSes get no stamps.
 type absentStamper interface {
 	stampAbsent(dir, name string) (st Stamp, stamped, absent bool)
 }

@@ -151,6 +151,10 @@ func (c statCounter) stampNow() int64 { return c.FS.(dirStamper).stampNow() }
 
 func (c statCounter) dirStamp(p string) (Stamp, bool) { return c.FS.(dirStamper).dirStamp(p) }
 
+func (c statCounter) stampAbsent(d, n string) (Stamp, bool, bool) {
+	return c.FS.(absentStamper).stampAbsent(d, n)
+}
+
 // TestHoldAbsentStamps: an lstat that found nothing is answered, while
 // the nearest directory above that exists keeps its stamp, without being
 // asked again; the home directory's absent credentials (~/.aws, ~/.config/gh)
