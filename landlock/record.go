@@ -206,23 +206,26 @@ func (r *Recorder) absentStamp(path string) viaStamp {
 // directory above it that exists, where that stamp is settled now
 // (absentStamp). A recording leaves a directory changed shortly before it
 // without one: the home directory of a launcher's first run, which made
-// its state directory there. It returns a copy of obs with the stamps
-// added, and how many it added.
+// its state directory there. It returns obs with the stamps added, a
+// copy when it added any, and how many it added.
 func (obs Observations) Settle(fsys FS) (Observations, int) {
 	ds, ok := fsys.(dirStamper)
 	if !ok {
 		return obs, 0
 	}
 	r := NewRecorder(fsys)
-	out := slices.Clone(obs)
+	out := obs // copied at the first stamp added: most runs add none
 	n := 0
-	settled := map[string]bool{} // whether each directory named could be stamped now
-	for i, o := range out {
+	var settled map[string]bool // whether each directory named could be stamped now
+	for i, o := range obs {
 		if o.Op != ObsLstat || o.Via == "" || o.Stamp != (Stamp{}) {
 			continue // only what was absent, and left without a stamp for a racy directory
 		}
 		ok, seen := settled[o.Via]
 		if !seen {
+			if settled == nil {
+				settled = map[string]bool{}
+			}
 			st, stamped := ds.dirStamp(o.Via)
 			ok = stamped && st.settled(r.start)
 			settled[o.Via] = ok
@@ -234,6 +237,9 @@ func (obs Observations) Settle(fsys FS) (Observations, int) {
 			continue // there now, or another answer: the plan's own check says what that means
 		}
 		if v := r.absentStamp(o.Path); v.stamp != (Stamp{}) {
+			if n == 0 {
+				out = slices.Clone(obs)
+			}
 			out[i].Via, out[i].Stamp = v.via, v.stamp
 			n++
 		}
