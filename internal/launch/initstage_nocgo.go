@@ -28,3 +28,13 @@ func ignoredAtStart() []os.Signal {
 // childSlack does nothing: without initstage.c, the supervisor's timer
 // slack is the one it was started with.
 func childSlack() (restore func(), err error) { return func() {}, nil }
+
+// catchSignals delivers sigs to c until stop, through os/signal: without
+// sigcatch.c, the runtime's signal thread catches them.
+func catchSignals(c chan<- os.Signal, sigs ...os.Signal) (stop func(), err error) {
+	if len(sigs) == 0 {
+		return func() {}, nil // signal.Notify with none would catch every signal
+	}
+	signal.Notify(c, sigs...)
+	return func() { signal.Stop(c) }, nil
+}

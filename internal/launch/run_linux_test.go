@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -117,14 +116,18 @@ func markerSessions(t *testing.T) (out string, session func(ran string, before f
 // lost: Run reports it (InterruptedError), whatever else ended it, so that
 // run stops rather than starting the agent on a second attempt. The
 // control is TestBeforeStartErrorStopsAgent's: the same error, no signal.
-// The test catches SIGINT itself too, so that no timing can let it end
-// the test binary.
+// The test catches SIGINT itself too, as Run does (catchSignals: while
+// Run catches it, os/signal would not see it), so that no timing can let
+// it end the test binary.
 func TestSignalBeforeAgentNotLost(t *testing.T) {
 	out, session := markerSessions(t)
 	stale := errors.New("the kept plan no longer holds")
 	mine := make(chan os.Signal, 1)
-	signal.Notify(mine, unix.SIGINT)
-	defer signal.Stop(mine)
+	stop, err := catchSignals(mine, unix.SIGINT)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	ran := filepath.Join(out, "ran")
 	s := session(ran, func() error {
 		time.Sleep(100 * time.Millisecond) // the session's signals caught by now
@@ -135,7 +138,7 @@ func TestSignalBeforeAgentNotLost(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := Run(ctx, s)
+	_, err = Run(ctx, s)
 	var ie *InterruptedError
 	if !errors.As(err, &ie) || ie.Signal != unix.SIGINT || ie.ExitCode() != 130 {
 		t.Errorf("Run: %v; want the SIGINT reported (exit 130)", err)

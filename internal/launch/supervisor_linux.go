@@ -441,35 +441,34 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 		p.kill()
 		return 0, &SetupError{Msg: fmt.Sprintf("sending the plan to the init stage: %v", err)}
 	}
-	// The signals run forwards are caught from here on, on another
-	// goroutine, and in place before "go": one that comes from then until
-	// the agent starts is the agent's as it starts (the loop below), so a
-	// Ctrl-C during set-up stops it; one before ends the launcher, and
-	// the init stage with it, before any of the agent runs
-	// (cmd/agent-launcher). Each is a round trip to the runtime's signal
-	// thread (the first starts it), one to two milliseconds for the seven
-	// on the machine the start-up is measured on, which BeforeStart's
-	// questions and the init stage's view overlap.
+	// The signals run forwards are caught from here on, before "go": one
+	// that comes from then until the agent starts is the agent's as it
+	// starts (the loop below), so a Ctrl-C during set-up stops it; one
+	// before ends the launcher, and the init stage with it, before any of
+	// the agent runs (cmd/agent-launcher). Not with os/signal, whose
+	// signal thread cost start-up more than the rest of the catching
+	// (catchSignals).
 	sigs := make(chan os.Signal, 16)
-	caught := make(chan struct{})
-	go func() {
-		defer close(caught)
-		for _, sig := range Forwarded {
-			// Not what the operator's shell ignored (IgnoreInherited); but
-			// a terminal's SIGWINCH still resizes the agent's pty, which
-			// forwards nothing (the kernel signals the pty's foreground
-			// group, with whatever disposition the agent has).
-			if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
-				signal.Notify(sigs, sig)
-			}
+	var catch []os.Signal
+	for _, sig := range Forwarded {
+		// Not what the operator's shell ignored (IgnoreInherited); but
+		// a terminal's SIGWINCH still resizes the agent's pty, which
+		// forwards nothing (the kernel signals the pty's foreground
+		// group, with whatever disposition the agent has).
+		if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
+			catch = append(catch, sig)
 		}
-	}()
+	}
+	stopCatching, err := catchSignals(sigs, catch...)
+	if err != nil {
+		p.kill()
+		return 0, &SetupError{Msg: err.Error()}
+	}
 	defer func() {
-		<-caught
 		if started && s.KeepCatching {
 			return
 		}
-		signal.Stop(sigs)
+		stopCatching()
 		if started {
 			return
 		}
@@ -513,7 +512,6 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 			return 0, err
 		}
 	}
-	<-caught
 	if s.Ready != nil {
 		s.Ready(p.end)
 	}

@@ -1,0 +1,62 @@
+// The signals run forwards, caught without the Go runtime's signal thread
+// (sigcatch_cgo.go says why): a handler of this file writes each signal's
+// number, one byte, to a pipe that the supervisor reads.
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+// al_sig_fd is the pipe's write end (non-blocking), set once before any
+// handler is installed and never closed, so that a handler never writes to
+// a descriptor that names something else by then.
+static int al_sig_fd = -1;
+
+// al_sig_running counts the handlers that are running now.
+static int al_sig_running;
+
+// al_sig_saved holds, per signal, the action the handler replaced.
+static struct sigaction al_sig_saved[_NSIG];
+
+static void al_sig_handler(int sig) {
+	__atomic_add_fetch(&al_sig_running, 1, __ATOMIC_SEQ_CST);
+	int e = errno;
+	unsigned char b = (unsigned char)sig;
+	(void)!write(al_sig_fd, &b, 1); // a full pipe drops it, as a full channel would
+	errno = e;
+	__atomic_sub_fetch(&al_sig_running, 1, __ATOMIC_SEQ_CST);
+}
+
+// al_sig_init names the pipe's write end, once.
+void al_sig_init(int fd) { al_sig_fd = fd; }
+
+// al_sig_catch installs the handler for sig and keeps the action it
+// replaces; 0, else the error number. On the signal stack, which every
+// thread of the Go runtime has (its handlers run there too), and with every
+// signal blocked while it runs.
+int al_sig_catch(int sig) {
+	if (sig <= 0 || sig >= _NSIG || al_sig_fd < 0)
+		return EINVAL;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = al_sig_handler;
+	sa.sa_flags = SA_ONSTACK | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(sig, &sa, &al_sig_saved[sig]) != 0)
+		return errno;
+	return 0;
+}
+
+// al_sig_release puts back the action al_sig_catch replaced for sig, then
+// waits for the handlers still running to end: whatever they write is in
+// the pipe when it returns. 0, else the error number.
+int al_sig_release(int sig) {
+	if (sig <= 0 || sig >= _NSIG)
+		return EINVAL;
+	if (sigaction(sig, &al_sig_saved[sig], NULL) != 0)
+		return errno;
+	while (__atomic_load_n(&al_sig_running, __ATOMIC_SEQ_CST) != 0)
+		sched_yield();
+	return 0;
+}

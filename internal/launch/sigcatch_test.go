@@ -1,0 +1,139 @@
+//go:build linux && cgo
+
+package launch
+
+import (
+	"os"
+	"os/signal"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// raiseHere sends sig to the calling thread: it is handled before tgkill
+// returns to this thread, so that whatever the handler does is done.
+func raiseHere(t *testing.T, sig unix.Signal) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := unix.Tgkill(os.Getpid(), unix.Gettid(), sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func received(c <-chan os.Signal, within time.Duration) (os.Signal, bool) {
+	select {
+	case s := <-c:
+		return s, true
+	case <-time.After(within):
+		return nil, false
+	}
+}
+
+// TestCatchSignals: a signal caught reaches the channel, from a kill of
+// the process as from the thread itself; stopped, the action it had before
+// is back: here os/signal's, whose channel gets the next one, and the
+// caught channel nothing more.
+func TestCatchSignals(t *testing.T) {
+	before := make(chan os.Signal, 4)
+	signal.Notify(before, unix.SIGUSR1)
+	defer signal.Stop(before)
+	c := make(chan os.Signal, 4)
+	stop, err := catchSignals(c, unix.SIGUSR1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Kill(os.Getpid(), unix.SIGUSR1)
+	if s, ok := received(c, 10*time.Second); !ok || s != unix.SIGUSR1 {
+		t.Fatalf("caught: got %v (%v), want SIGUSR1", s, ok)
+	}
+	raiseHere(t, unix.SIGUSR1)
+	if s, ok := received(c, 10*time.Second); !ok || s != unix.SIGUSR1 {
+		t.Fatalf("caught, from the thread: got %v (%v), want SIGUSR1", s, ok)
+	}
+	if s, ok := received(before, 100*time.Millisecond); ok {
+		t.Fatalf("os/signal got %v while it was caught here", s)
+	}
+	stop()
+	stop() // a second stop does nothing
+	unix.Kill(os.Getpid(), unix.SIGUSR1)
+	if s, ok := received(before, 10*time.Second); !ok || s != unix.SIGUSR1 {
+		t.Fatalf("after stop, os/signal: got %v (%v), want SIGUSR1", s, ok)
+	}
+	if s, ok := received(c, 100*time.Millisecond); ok {
+		t.Fatalf("after stop, the caught channel got %v", s)
+	}
+}
+
+// TestCatchSignalsStopDelivers: what the handler caught before stop is in
+// the channel when stop returns, not later: the handler runs before tgkill
+// returns, and stop is called at once. Run relies on it: a SIGINT caught
+// while no agent started is read after stop (TestSignalBeforeAgentNotLost).
+func TestCatchSignalsStopDelivers(t *testing.T) {
+	// The control for the handler's default afterwards: os/signal's.
+	after := make(chan os.Signal, 4)
+	signal.Notify(after, unix.SIGUSR2)
+	defer signal.Stop(after)
+	for range 200 {
+		c := make(chan os.Signal, 4)
+		stop, err := catchSignals(c, unix.SIGUSR2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raiseHere(t, unix.SIGUSR2)
+		stop()
+		select {
+		case s := <-c:
+			if s != unix.SIGUSR2 {
+				t.Fatalf("got %v, want SIGUSR2", s)
+			}
+		default:
+			t.Fatal("the signal caught before stop was not in the channel when stop returned")
+		}
+	}
+	if s, ok := received(after, 100*time.Millisecond); ok {
+		t.Fatalf("os/signal got %v, which was caught", s)
+	}
+}
+
+// TestCatchSignalsTwice: two catches of one signal both get it; the first
+// stopped, the second still does; both stopped, the action from before
+// them is back.
+func TestCatchSignalsTwice(t *testing.T) {
+	before := make(chan os.Signal, 4)
+	signal.Notify(before, unix.SIGUSR1)
+	defer signal.Stop(before)
+	a, b := make(chan os.Signal, 4), make(chan os.Signal, 4)
+	stopA, err := catchSignals(a, unix.SIGUSR1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopB, err := catchSignals(b, unix.SIGUSR1, unix.SIGUSR1) // named twice: caught once
+	if err != nil {
+		t.Fatal(err)
+	}
+	raiseHere(t, unix.SIGUSR1)
+	for name, c := range map[string]chan os.Signal{"first": a, "second": b} {
+		if _, ok := received(c, 10*time.Second); !ok {
+			t.Fatalf("%s catch: nothing", name)
+		}
+	}
+	stopA()
+	raiseHere(t, unix.SIGUSR1)
+	if _, ok := received(b, 10*time.Second); !ok {
+		t.Fatal("the second catch lost the signal when the first stopped")
+	}
+	if s, ok := received(a, 100*time.Millisecond); ok {
+		t.Fatalf("the stopped catch got %v", s)
+	}
+	if s, ok := received(b, 100*time.Millisecond); ok {
+		t.Fatalf("the second catch got %v twice", s)
+	}
+	stopB()
+	raiseHere(t, unix.SIGUSR1)
+	if _, ok := received(before, 10*time.Second); !ok {
+		t.Fatal("both stopped, os/signal did not get the signal back")
+	}
+}
