@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -106,10 +107,27 @@ var Forwarded = []os.Signal{unix.SIGINT, unix.SIGQUIT, unix.SIGHUP, unix.SIGWINC
 // shell ignores for a background job).
 func IgnoreInherited() []os.Signal {
 	ign := ignoredAtStart()
+	var set uint64
+	for _, s := range ign {
+		set |= 1 << (s.(syscall.Signal) - 1)
+	}
+	inheritedIgnored.Store(set)
 	if len(ign) > 0 {
 		signal.Ignore(ign...)
 	}
 	return ign
+}
+
+// inheritedIgnored holds the signals IgnoreInherited ignored again, bit
+// N-1 for signal N: the ones Run does not catch. Its own record, not
+// os/signal's (signal.Ignored), which a later Notify changes and a Reset
+// does not.
+var inheritedIgnored atomic.Uint64
+
+// ignoredInherited reports whether IgnoreInherited ignored sig again.
+func ignoredInherited(sig os.Signal) bool {
+	n := sig.(syscall.Signal)
+	return n >= 1 && n <= 64 && inheritedIgnored.Load()&(1<<(n-1)) != 0
 }
 
 func toGroup(s os.Signal) bool {
@@ -455,7 +473,7 @@ func (p *Pending) Run(ctx context.Context, s Session) (code int, err error) {
 		// a terminal's SIGWINCH still resizes the agent's pty, which
 		// forwards nothing (the kernel signals the pty's foreground
 		// group, with whatever disposition the agent has).
-		if !signal.Ignored(sig) || sig == unix.SIGWINCH && p.pty != nil {
+		if !ignoredInherited(sig) || sig == unix.SIGWINCH && p.pty != nil {
 			catch = append(catch, sig)
 		}
 	}
