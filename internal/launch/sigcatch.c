@@ -6,12 +6,18 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // al_sig_fd is the pipe's write end (non-blocking), set once before any
 // handler is installed and never closed, so that a handler never writes to
 // a descriptor that names something else by then.
 static int al_sig_fd = -1;
+
+// al_sig_pid is this process's: a child forked with the handler in place
+// (os/exec resets only the handlers the Go runtime installed) writes
+// nothing to the pipe it shares until its execve closes it.
+static pid_t al_sig_pid;
 
 // al_sig_running counts the handlers that are running now.
 static int al_sig_running;
@@ -23,13 +29,17 @@ static void al_sig_handler(int sig) {
 	__atomic_add_fetch(&al_sig_running, 1, __ATOMIC_SEQ_CST);
 	int e = errno;
 	unsigned char b = (unsigned char)sig;
-	(void)!write(al_sig_fd, &b, 1); // a full pipe drops it, as a full channel would
+	if (getpid() == al_sig_pid)
+		(void)!write(al_sig_fd, &b, 1); // a full pipe drops it, as a full channel would
 	errno = e;
 	__atomic_sub_fetch(&al_sig_running, 1, __ATOMIC_SEQ_CST);
 }
 
 // al_sig_init names the pipe's write end, once.
-void al_sig_init(int fd) { al_sig_fd = fd; }
+void al_sig_init(int fd) {
+	al_sig_pid = getpid();
+	al_sig_fd = fd;
+}
 
 // al_sig_catch installs the handler for sig and keeps the action it
 // replaces; 0, else the error number. On the signal stack, which every
@@ -58,5 +68,27 @@ int al_sig_release(int sig) {
 		return errno;
 	while (__atomic_load_n(&al_sig_running, __ATOMIC_SEQ_CST) != 0)
 		sched_yield();
+	return 0;
+}
+
+// al_sig_fork_raise forks a child that raises sig at itself, with the
+// handler this process has, and waits for it: for TestCatchSignalsForked
+// alone. 0, else the error number.
+int al_sig_fork_raise(int sig) {
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+		_exit(0);
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return errno;
 	return 0;
 }

@@ -6,6 +6,7 @@ package launch
 extern void al_sig_init(int fd);
 extern int al_sig_catch(int sig);
 extern int al_sig_release(int sig);
+extern int al_sig_fork_raise(int sig);
 */
 import "C"
 
@@ -160,4 +161,13 @@ func (k *sigCatcher) stop(reg *sigReg, sigs []int) {
 		}
 	}
 	k.mu.Unlock()
+}
+
+// forkRaise forks a child that raises sig at itself with this process's
+// handlers, and waits for it: for TestCatchSignalsForked alone.
+func forkRaise(sig syscall.Signal) error {
+	if e := C.al_sig_fork_raise(C.int(sig)); e != 0 {
+		return syscall.Errno(e)
+	}
+	return nil
 }

@@ -137,3 +137,27 @@ func TestCatchSignalsTwice(t *testing.T) {
 		t.Fatal("both stopped, os/signal did not get the signal back")
 	}
 }
+
+// TestCatchSignalsForked: a child forked with the handler in place (as
+// os/exec's child is between its fork and its execve, for a signal the Go
+// runtime had no handler of its own for) writes nothing to the pipe it
+// shares with this process: its signal is not this process's. The control:
+// the same signal raised here is caught.
+func TestCatchSignalsForked(t *testing.T) {
+	c := make(chan os.Signal, 4)
+	stop, err := catchSignals(c, unix.SIGUSR1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := forkRaise(unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := received(c, 300*time.Millisecond); ok {
+		t.Fatalf("the forked child's %v reached this process's channel", s)
+	}
+	raiseHere(t, unix.SIGUSR1)
+	if _, ok := received(c, 10*time.Second); !ok {
+		t.Fatal("control: the signal raised here was not caught")
+	}
+}
