@@ -58,8 +58,7 @@ type Session struct {
 	// (run, after its session-end review). Once the agent has started,
 	// the signals Run forwards stay caught, and go nowhere, after it
 	// returns: an interrupt after the agent's end does not cut the review
-	// short or leave the terminal raw, and no round trip to the runtime's
-	// signal thread is spent undoing them.
+	// short or leave the terminal raw, and nothing is spent undoing them.
 	KeepCatching bool
 }
 
