@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 // al_sig_fd is the pipe's write end (non-blocking), set once before any
@@ -25,7 +26,18 @@ static int al_sig_running;
 // al_sig_saved holds, per signal, the action the handler replaced.
 static struct sigaction al_sig_saved[_NSIG];
 
+// al_sig_test_delay_ns, set, makes the handler sleep that long before it
+// counts itself as running: for TestCatchSignalsLateHandler alone, which
+// stands for a thread that takes a while to run the handler the kernel
+// chose for it.
+long al_sig_test_delay_ns;
+
 static void al_sig_handler(int sig) {
+	long delay = __atomic_load_n(&al_sig_test_delay_ns, __ATOMIC_SEQ_CST);
+	if (delay > 0) {
+		struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
+		nanosleep(&ts, NULL);
+	}
 	__atomic_add_fetch(&al_sig_running, 1, __ATOMIC_SEQ_CST);
 	int e = errno;
 	unsigned char b = (unsigned char)sig;

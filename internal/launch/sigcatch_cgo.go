@@ -7,6 +7,8 @@ extern void al_sig_init(int fd);
 extern int al_sig_catch(int sig);
 extern int al_sig_release(int sig);
 extern int al_sig_fork_raise(int sig);
+extern long al_sig_test_delay_ns;
+static void al_sig_set_test_delay(long ns) { __atomic_store_n(&al_sig_test_delay_ns, ns, __ATOMIC_SEQ_CST); }
 */
 import "C"
 
@@ -171,3 +173,7 @@ func forkRaise(sig syscall.Signal) error {
 	}
 	return nil
 }
+
+// setSigTestDelay makes the handler sleep ns before it counts itself as
+// running: for TestCatchSignalsLateHandler alone.
+func setSigTestDelay(ns int64) { C.al_sig_set_test_delay(C.long(ns)) }

@@ -161,3 +161,99 @@ func TestCatchSignalsForked(t *testing.T) {
 		t.Fatal("control: the signal raised here was not caught")
 	}
 }
+
+// TestCatchSignalsFullPipe: with the pipe full (its reader held off, as
+// while a stop holds the catcher's lock), the handler drops what does not
+// fit and returns: 70,000 signals raised on one thread are all handled
+// within the time allowed. A handler that waited for room would hold the
+// thread, with every signal blocked, until the reader ran; with enough
+// threads held so, it never would again. The control: once the reader
+// runs, a signal is delivered.
+func TestCatchSignalsFullPipe(t *testing.T) {
+	c := make(chan os.Signal, 1)
+	stop, err := catchSignals(c, unix.SIGUSR1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	catcher.mu.Lock() // the reader delivers nothing, so the pipe fills
+	done := make(chan int)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		n := 0
+		for ; n < 70000; n++ {
+			if unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGUSR1) != nil {
+				break
+			}
+		}
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		if n != 70000 {
+			t.Errorf("raised %d of 70000", n)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the handler blocked on the full pipe")
+	}
+	catcher.mu.Unlock()
+	for len(c) > 0 {
+		<-c
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the thread that raised them is still held")
+	}
+	for len(c) > 0 {
+		<-c
+	}
+	time.Sleep(100 * time.Millisecond)
+	for len(c) > 0 {
+		<-c
+	}
+	raiseHere(t, unix.SIGUSR1)
+	if _, ok := received(c, 10*time.Second); !ok {
+		t.Fatal("control: nothing delivered once the reader ran")
+	}
+}
+
+// TestCatchSignalsLateHandler: a signal whose handler the kernel chose
+// before stop put the previous action back, but which runs only after
+// stop returned (a thread not scheduled at once), is not lost: the reader
+// finds no catch for it and raises it again, for the action now in place
+// (os/signal's here). Run depends on it: a Ctrl-C as a Run that started
+// no agent ends must end the launcher or be reported, not vanish.
+func TestCatchSignalsLateHandler(t *testing.T) {
+	after := make(chan os.Signal, 4)
+	signal.Notify(after, unix.SIGUSR2)
+	defer signal.Stop(after)
+	setSigTestDelay(int64(50 * time.Millisecond))
+	defer setSigTestDelay(0)
+	c := make(chan os.Signal, 4)
+	stop, err := catchSignals(c, unix.SIGUSR2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Raised on a thread of its own, whose handler sleeps there; stop runs
+	// on another.
+	raised := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGUSR2)
+		close(raised)
+	}()
+	time.Sleep(5 * time.Millisecond) // its handler entered and sleeping, not counted yet
+	stop()
+	<-raised
+	select {
+	case <-c:
+		t.Fatal("delivered to the catch, which had stopped before its handler ran")
+	default:
+	}
+	if _, ok := received(after, 10*time.Second); !ok {
+		t.Error("the signal was lost: not in the channel when stop returned, and the action put back never got it")
+	}
+}
