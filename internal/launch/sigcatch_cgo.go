@@ -17,6 +17,9 @@ import (
 	"os"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // catchSignals delivers sigs to c from now on, as signal.Notify does, until
@@ -77,28 +80,34 @@ var catcher sigCatcher
 type sigCatcher struct {
 	once    sync.Once
 	initErr error
-	w       *os.File // the write end: kept, never closed (al_sig_fd)
+	// wfd is the write end, non-blocking: kept, never closed (al_sig_fd).
+	// A raw descriptor, never an os.File: Fd would make it blocking, and
+	// a handler would then wait on a full pipe with every signal blocked.
+	wfd int
 
 	mu   sync.Mutex
 	regs []*sigReg
 	refs [65]int // per signal, the registrations that catch it
 	// A stop writes a zero byte, a mark, after the signals it must see
 	// delivered, and waits until the reader has passed that many marks.
+	// markMu orders the marks (the reader never takes it); marksRead is
+	// mu's.
+	markMu                  sync.Mutex
 	marksWritten, marksRead uint64
 	passed                  *sync.Cond
 }
 
 func (k *sigCatcher) init() error {
 	k.once.Do(func() {
-		r, w, err := os.Pipe() // close-on-exec; non-blocking, in the runtime's poller
-		if err != nil {
-			k.initErr = fmt.Errorf("catching signals: %v", err)
+		var p [2]int
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			k.initErr = fmt.Errorf("catching signals: pipe2: %v", err)
 			return
 		}
-		k.w = w
+		k.wfd = p[1]
 		k.passed = sync.NewCond(&k.mu)
-		C.al_sig_init(C.int(w.Fd()))
-		go k.read(r)
+		C.al_sig_init(C.int(p[1]))
+		go k.read(os.NewFile(uintptr(p[0]), "caught signals")) // non-blocking: in the runtime's poller
 	})
 	return k.initErr
 }
@@ -120,13 +129,22 @@ func (k *sigCatcher) read(r *os.File) {
 				k.passed.Broadcast()
 				continue
 			}
+			wanted := false
 			for _, reg := range k.regs {
 				if int(x) < len(reg.want) && reg.want[x] {
+					wanted = true
 					select {
 					case reg.c <- syscall.Signal(x):
 					default:
 					}
 				}
+			}
+			if !wanted {
+				// Caught by a handler that the kernel chose before a stop
+				// put the previous action back, and that ran only after
+				// the stop had passed its mark: raised again, for the
+				// action in place now.
+				unix.Kill(os.Getpid(), syscall.Signal(x))
 			}
 		}
 		k.mu.Unlock()
@@ -144,15 +162,26 @@ func (k *sigCatcher) stop(reg *sigReg, sigs []int) {
 			C.al_sig_release(C.int(n)) // waits for a handler that is running
 		}
 	}
-	// Written under the lock, so that the marks lie in the pipe in the
-	// order of their numbers. The write end is non-blocking: while the
-	// pipe is full, the poller waits, and the reader, which reads before
-	// it takes the lock, makes room.
-	if _, err := k.w.Write([]byte{0}); err != nil {
-		panic(fmt.Sprintf("agent-launcher: marking the caught signals: %v", err))
+	k.mu.Unlock()
+	// The mark, after whatever the handlers wrote until now. While the
+	// pipe is full, the handlers drop signals and this waits for the
+	// reader to make room, holding only markMu, which orders the marks in
+	// the pipe as their numbers.
+	k.markMu.Lock()
+	for {
+		_, err := unix.Write(k.wfd, []byte{0})
+		if err == nil {
+			break
+		}
+		if err != unix.EAGAIN && err != unix.EINTR {
+			panic(fmt.Sprintf("agent-launcher: marking the caught signals: %v", err))
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 	k.marksWritten++
 	mark := k.marksWritten
+	k.markMu.Unlock()
+	k.mu.Lock()
 	for k.marksRead < mark {
 		k.passed.Wait()
 	}
