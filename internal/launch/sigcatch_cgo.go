@@ -29,9 +29,9 @@ import (
 // that one goroutine of this process reads, and not through os/signal:
 // signal.Notify hands each signal over to the runtime's signal thread, a
 // thread of its own that it starts for the first, and waits for it, twice
-// a signal. For run's seven that made 27 of the 75 context switches of
-// `run -- /bin/true` here, and one thread more to start and to end
-// (docs/design-amendments.md, the twenty-second pass). While a signal is
+// a signal. For run's seven that made about 30 of the 75 to 80 context
+// switches of `run -- /bin/true` here, and one thread more to start and to
+// end (docs/design-amendments.md, the twenty-second pass). While a signal is
 // caught here, os/signal does not see it: the launcher uses os/signal for
 // none of these.
 func catchSignals(c chan<- os.Signal, sigs ...os.Signal) (stop func(), err error) {
