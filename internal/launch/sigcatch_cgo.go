@@ -49,12 +49,7 @@ func catchSignals(c chan<- os.Signal, sigs ...os.Signal) (stop func(), err error
 		}
 		if catcher.refs[n] == 0 {
 			if e := C.al_sig_catch(C.int(n)); e != 0 {
-				for _, m := range added {
-					catcher.refs[m]--
-					if catcher.refs[m] == 0 {
-						C.al_sig_release(C.int(m))
-					}
-				}
+				catcher.drop(added)
 				return nil, fmt.Errorf("catching %v: sigaction: %v", s, syscall.Errno(e))
 			}
 		}
@@ -151,17 +146,24 @@ func (k *sigCatcher) read(r *os.File) {
 	}
 }
 
+// drop takes one registration's count off each of sigs, and puts back the
+// action from before where none is left (waiting for a handler that is
+// running). k.mu is held.
+func (k *sigCatcher) drop(sigs []int) {
+	for _, n := range sigs {
+		k.refs[n]--
+		if k.refs[n] == 0 {
+			C.al_sig_release(C.int(n))
+		}
+	}
+}
+
 // stop ends reg: the actions its signals had before are back where no
 // other registration catches them, and what the handler wrote before is
 // delivered.
 func (k *sigCatcher) stop(reg *sigReg, sigs []int) {
 	k.mu.Lock()
-	for _, n := range sigs {
-		k.refs[n]--
-		if k.refs[n] == 0 {
-			C.al_sig_release(C.int(n)) // waits for a handler that is running
-		}
-	}
+	k.drop(sigs)
 	k.mu.Unlock()
 	// The mark, after whatever the handlers wrote until now. While the
 	// pipe is full, the handlers drop signals and this waits for the

@@ -23,6 +23,26 @@ func raiseHere(t *testing.T, sig unix.Signal) {
 	}
 }
 
+// mustCatch catches sigs into a new channel (catchSignals); stop ends it.
+func mustCatch(t *testing.T, sigs ...os.Signal) (c chan os.Signal, stop func()) {
+	t.Helper()
+	c = make(chan os.Signal, 4)
+	stop, err := catchSignals(c, sigs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, stop
+}
+
+// notified registers a new channel for sig with os/signal, until the test
+// ends: the action a catch replaces and puts back.
+func notified(t *testing.T, sig os.Signal) chan os.Signal {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, sig)
+	t.Cleanup(func() { signal.Stop(c) })
+	return c
+}
+
 func received(c <-chan os.Signal, within time.Duration) (os.Signal, bool) {
 	select {
 	case s := <-c:
@@ -37,14 +57,8 @@ func received(c <-chan os.Signal, within time.Duration) (os.Signal, bool) {
 // is back: here os/signal's, whose channel gets the next one, and the
 // caught channel nothing more.
 func TestCatchSignals(t *testing.T) {
-	before := make(chan os.Signal, 4)
-	signal.Notify(before, unix.SIGUSR1)
-	defer signal.Stop(before)
-	c := make(chan os.Signal, 4)
-	stop, err := catchSignals(c, unix.SIGUSR1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := notified(t, unix.SIGUSR1)
+	c, stop := mustCatch(t, unix.SIGUSR1)
 	unix.Kill(os.Getpid(), unix.SIGUSR1)
 	if s, ok := received(c, 10*time.Second); !ok || s != unix.SIGUSR1 {
 		t.Fatalf("caught: got %v (%v), want SIGUSR1", s, ok)
@@ -73,15 +87,9 @@ func TestCatchSignals(t *testing.T) {
 // while no agent started is read after stop (TestSignalBeforeAgentNotLost).
 func TestCatchSignalsStopDelivers(t *testing.T) {
 	// The control for the handler's default afterwards: os/signal's.
-	after := make(chan os.Signal, 4)
-	signal.Notify(after, unix.SIGUSR2)
-	defer signal.Stop(after)
+	after := notified(t, unix.SIGUSR2)
 	for range 200 {
-		c := make(chan os.Signal, 4)
-		stop, err := catchSignals(c, unix.SIGUSR2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, stop := mustCatch(t, unix.SIGUSR2)
 		raiseHere(t, unix.SIGUSR2)
 		stop()
 		select {
@@ -102,18 +110,9 @@ func TestCatchSignalsStopDelivers(t *testing.T) {
 // stopped, the second still does; both stopped, the action from before
 // them is back.
 func TestCatchSignalsTwice(t *testing.T) {
-	before := make(chan os.Signal, 4)
-	signal.Notify(before, unix.SIGUSR1)
-	defer signal.Stop(before)
-	a, b := make(chan os.Signal, 4), make(chan os.Signal, 4)
-	stopA, err := catchSignals(a, unix.SIGUSR1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopB, err := catchSignals(b, unix.SIGUSR1, unix.SIGUSR1) // named twice: caught once
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := notified(t, unix.SIGUSR1)
+	a, stopA := mustCatch(t, unix.SIGUSR1)
+	b, stopB := mustCatch(t, unix.SIGUSR1, unix.SIGUSR1) // named twice: caught once
 	raiseHere(t, unix.SIGUSR1)
 	for name, c := range map[string]chan os.Signal{"first": a, "second": b} {
 		if _, ok := received(c, 10*time.Second); !ok {
@@ -144,11 +143,7 @@ func TestCatchSignalsTwice(t *testing.T) {
 // shares with this process: its signal is not this process's. The control:
 // the same signal raised here is caught.
 func TestCatchSignalsForked(t *testing.T) {
-	c := make(chan os.Signal, 4)
-	stop, err := catchSignals(c, unix.SIGUSR1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, stop := mustCatch(t, unix.SIGUSR1)
 	defer stop()
 	if err := forkRaise(unix.SIGUSR1); err != nil {
 		t.Fatal(err)
@@ -170,11 +165,7 @@ func TestCatchSignalsForked(t *testing.T) {
 // threads held so, it never would again. The control: once the reader
 // runs, a signal is delivered.
 func TestCatchSignalsFullPipe(t *testing.T) {
-	c := make(chan os.Signal, 1)
-	stop, err := catchSignals(c, unix.SIGUSR1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, stop := mustCatch(t, unix.SIGUSR1)
 	defer stop()
 	catcher.mu.Lock() // the reader delivers nothing, so the pipe fills
 	done := make(chan int)
@@ -230,19 +221,13 @@ func TestCatchSignalsFullPipe(t *testing.T) {
 // (os/signal's here). Run depends on it: a Ctrl-C as a Run that started
 // no agent ends must end the launcher or be reported, not vanish.
 func TestCatchSignalsLateHandler(t *testing.T) {
-	after := make(chan os.Signal, 4)
-	signal.Notify(after, unix.SIGUSR2)
-	defer signal.Stop(after)
+	after := notified(t, unix.SIGUSR2)
 	setSigTestDelay(int64(200 * time.Millisecond))
 	defer setSigTestDelay(0)
 	// A loaded machine can run the handler before stop does; then the
 	// signal was caught in time, and the case is tried again.
 	for range 5 {
-		c := make(chan os.Signal, 4)
-		stop, err := catchSignals(c, unix.SIGUSR2)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, stop := mustCatch(t, unix.SIGUSR2)
 		// Raised on a thread of its own, whose handler sleeps there; stop
 		// runs on another.
 		raised := make(chan struct{})
