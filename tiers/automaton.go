@@ -82,8 +82,10 @@ func (a *automaton) classOf(r rune) uint16 {
 }
 
 // run returns the final state (a row offset) after consuming s.
-func (a *automaton) run(s string) uint32 {
-	st := a.start
+func (a *automaton) run(s string) uint32 { return a.runFrom(a.start, s) }
+
+// runFrom returns the final state after consuming s from state st.
+func (a *automaton) runFrom(st uint32, s string) uint32 {
 	trans := a.trans
 	sink := a.sinkFrom
 	for i := 0; i < len(s) && st < sink; {

@@ -54,28 +54,38 @@ func CompileCached(p *rules.Policy, c Cache) (*Matcher, error) {
 
 // cacheFormat changes whenever the automaton layout or its construction
 // changes, so that old entries are never read as new.
-const cacheFormat = "agent-launcher tiers automata v1"
+const cacheFormat = "agent-launcher tiers automata v2"
 
 // cacheKey digests the inputs of the automata: the glob alternatives in id
-// (rank) order with their group, and the state budgets.
-func cacheKey(m *Matcher, groups [2][]int32) string {
+// (rank) order with their group and its anchor, and the state budgets.
+func cacheKey(m *Matcher, groups []group) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00", cacheFormat, flatStates, deepStates, maxParts)
 	var n [4]byte
-	for gi, g := range groups {
-		binary.LittleEndian.PutUint32(n[:], uint32(len(g)))
-		h.Write([]byte{byte(gi)})
+	str := func(s string) {
+		binary.LittleEndian.PutUint32(n[:], uint32(len(s)))
 		h.Write(n[:])
-		for _, id := range g {
+		h.Write([]byte(s))
+	}
+	for _, g := range groups {
+		binary.LittleEndian.PutUint32(n[:], uint32(len(g.ids)))
+		h.Write([]byte{boolByte(g.deep)})
+		str(g.anchor)
+		h.Write(n[:])
+		for _, id := range g.ids {
 			binary.LittleEndian.PutUint32(n[:], uint32(id))
 			h.Write(n[:])
-			t := m.alts[id].glob.Text
-			binary.LittleEndian.PutUint32(n[:], uint32(len(t)))
-			h.Write(n[:])
-			h.Write([]byte(t))
+			str(m.alts[id].glob.Text)
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // wirePart and wireAutomaton are the cached form of a part.
@@ -279,12 +289,13 @@ func decodeWire(data []byte) (*wireParts, error) {
 
 var errBadCache = errors.New("tiers: cache entry does not fit")
 
-// decodeParts decodes and validates a cache entry for a matcher with
-// nalts alternatives in groups: every index must be in range, so that a
+// decodeParts decodes and validates a cache entry for a matcher whose
+// alternatives fall in groups: every index must be in range, so that a
 // damaged entry cannot make Decide panic or take an accept set of another
-// automaton. With vouched (Voucher), the cells of the transition and
-// accept tables are taken as they validated before.
-func decodeParts(data []byte, groups [2][]int32, vouched bool) (parts []part, nflat int, err error) {
+// automaton, and the parts must cover the groups in order, each within
+// one, the flat group's first. With vouched (Voucher), the cells of the
+// transition and accept tables are taken as they validated before.
+func decodeParts(data []byte, groups []group, vouched bool) (parts []part, nflat int, err error) {
 	defer func() {
 		if recover() != nil {
 			parts, nflat, err = nil, 0, errBadCache
@@ -294,36 +305,115 @@ func decodeParts(data []byte, groups [2][]int32, vouched bool) (parts []part, nf
 	if err != nil {
 		return nil, 0, err
 	}
-	if len(w.Parts) == 0 || len(w.Parts) > maxParts || w.Nflat < 1 || w.Nflat >= len(w.Parts) {
+	if len(w.Parts) == 0 || len(w.Parts) > maxParts {
 		return nil, 0, errBadCache
 	}
-	// The ids of the flat parts must be exactly the flat group, in order;
-	// likewise the deep ones.
-	var flat, deepIDs []int32
-	parts = make([]part, len(w.Parts))
-	for k, wp := range w.Parts {
-		if k < w.Nflat {
-			flat = append(flat, wp.IDs...)
-		} else {
-			deepIDs = append(deepIDs, wp.IDs...)
+	parts = make([]part, 0, len(w.Parts))
+	for gi := range groups {
+		g := &groups[gi]
+		// One part or more per group; one with no alternatives only for
+		// an empty group.
+		for at := 0; at < len(g.ids) || at == 0 && len(g.ids) == 0; {
+			if len(parts) == len(w.Parts) {
+				return nil, 0, errBadCache
+			}
+			wp := &w.Parts[len(parts)]
+			if len(wp.IDs) == 0 && len(g.ids) > 0 || at+len(wp.IDs) > len(g.ids) || !equalIDs(wp.IDs, g.ids[at:at+len(wp.IDs)]) {
+				return nil, 0, errBadCache
+			}
+			a, err := wp.A.automaton(vouched)
+			if err != nil {
+				return nil, 0, err
+			}
+			if err := setsInRange(a, len(wp.IDs)); err != nil {
+				return nil, 0, err
+			}
+			parts = append(parts, part{a: a, ids: wp.IDs, anchor: g.anchor})
+			if at += len(wp.IDs); len(g.ids) == 0 {
+				break
+			}
+		}
+		if gi == 0 {
+			nflat = len(parts)
+		}
+	}
+	if len(parts) != len(w.Parts) || nflat != w.Nflat {
+		return nil, 0, errBadCache
+	}
+	return parts, nflat, nil
+}
+
+// setsInRange checks that a's accept sets name only its n alternatives.
+func setsInRange(a *automaton, n int) error {
+	for _, set := range a.sets {
+		for _, l := range set {
+			if l < 0 || int(l) >= n {
+				return errBadCache
+			}
+		}
+	}
+	return nil
+}
+
+// encodeGroup is the cache entry of one group's parts (groupKey): its
+// alternatives by their place in the group, ids, so that any group of the
+// same globs can take it.
+func encodeGroup(parts []part, ids []int32) []byte {
+	local := make([]part, len(parts))
+	at := 0
+	for k, pt := range parts {
+		l := make([]int32, len(pt.ids))
+		for i := range l {
+			l[i] = int32(at + i)
+		}
+		at += len(pt.ids)
+		local[k] = part{a: pt.a, ids: l}
+	}
+	if at != len(ids) {
+		return nil
+	}
+	return encodeParts(local, 0)
+}
+
+// decodeGroup decodes and validates a group's entry (encodeGroup) for the
+// group of alternatives ids: its parts must cover them in order.
+func decodeGroup(data []byte, ids []int32, vouched bool) (parts []part, err error) {
+	defer func() {
+		if recover() != nil {
+			parts, err = nil, errBadCache
+		}
+	}()
+	w, err := decodeWire(data)
+	if err != nil {
+		return nil, err
+	}
+	if w.Nflat != 0 || len(w.Parts) == 0 || len(w.Parts) > maxParts {
+		return nil, errBadCache
+	}
+	at := 0
+	for _, wp := range w.Parts {
+		for i, l := range wp.IDs {
+			if int(l) != at+i {
+				return nil, errBadCache
+			}
+		}
+		if at+len(wp.IDs) > len(ids) {
+			return nil, errBadCache
 		}
 		a, err := wp.A.automaton(vouched)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		for _, set := range a.sets {
-			for _, l := range set {
-				if l < 0 || int(l) >= len(wp.IDs) {
-					return nil, 0, errBadCache
-				}
-			}
+		if err := setsInRange(a, len(wp.IDs)); err != nil {
+			return nil, err
 		}
-		parts[k] = part{a: a, ids: wp.IDs}
+		parts = append(parts, part{a: a, ids: ids[at : at+len(wp.IDs) : at+len(wp.IDs)]})
+		at += len(wp.IDs)
 	}
-	if !equalIDs(flat, groups[0]) || !equalIDs(deepIDs, groups[1]) {
-		return nil, 0, errBadCache
+	if at != len(ids) {
+		return nil, errBadCache
 	}
-	return parts, w.Nflat, nil
+	return parts, nil
 }
 
 func equalIDs(a, b []int32) bool {

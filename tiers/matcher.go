@@ -70,6 +70,12 @@ type part struct {
 	a    *automaton
 	ids  []int32 // local alternative -> index into Matcher.alts
 	sums []summary
+	// anchor is the directory every alternative of the part starts with
+	// ("" for none: anchor.go); from is the state after it, and none the
+	// summary of a path that does not start with it (it matches nothing).
+	anchor string
+	from   uint32
+	none   *summary
 }
 
 // summary is what one accept set contributes to a decision.
@@ -93,7 +99,13 @@ func (p *part) set(i uint32) []int32 {
 
 // lookup returns the summary of path's accept set.
 func (p *part) lookup(path string) *summary {
-	return &p.sums[p.a.acceptSet(p.a.run(path))]
+	if p.anchor == "" {
+		return &p.sums[p.a.acceptSet(p.a.run(path))]
+	}
+	if !strings.HasPrefix(path, p.anchor) {
+		return p.none
+	}
+	return &p.sums[p.a.acceptSet(p.a.runFrom(p.from, path[len(p.anchor):]))]
 }
 
 // alt is one glob alternative of one rule.
@@ -135,14 +147,7 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 		return nil, fmt.Errorf("%w: %d glob alternatives after brace expansion, more than %d; use fewer or smaller {a,b} groups", ErrTooComplex, len(m.alts), maxAlternatives)
 	}
 	m.ranks(p.Precedence)
-	var groups [2][]int32 // flat, deep
-	for id, a := range m.alts {
-		if deep(a.glob) {
-			groups[1] = append(groups[1], int32(id))
-		} else {
-			groups[0] = append(groups[0], int32(id))
-		}
-	}
+	groups := m.groups()
 	var key string
 	if cache != nil {
 		key = cacheKey(m, groups)
@@ -158,7 +163,7 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 		}
 	}
 	if m.parts == nil {
-		if err := m.compileGroups(groups); err != nil {
+		if err := m.compileGroups(groups, cache); err != nil {
 			return nil, err
 		}
 		if cache != nil {
@@ -172,6 +177,12 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 		pt.sums = make([]summary, len(pt.a.sets))
 		for i := range pt.a.sets {
 			pt.sums[i] = m.summarize(pt.set(uint32(i)))
+		}
+		if pt.anchor != "" {
+			// The chain's first state accepts nothing, as every state a
+			// path that leaves the chain ends in.
+			pt.from = pt.a.run(pt.anchor)
+			pt.none = &pt.sums[pt.a.acceptSet(pt.a.start)]
 		}
 	}
 	m.dfltRes = tierDecisions(m.dflt, tierWhy(m.dflt, true))
@@ -197,12 +208,48 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	return m, nil
 }
 
-// compileGroups compiles the flat and the deep group into m.parts.
-func (m *Matcher) compileGroups(groups [2][]int32) error {
-	for i, g := range groups {
-		parts, err := m.compileGroup(g, []int{flatStates, deepStates}[i])
-		if err != nil {
-			return err
+// compileGroups compiles the groups into m.parts: each group's automata
+// taken from cache when an entry for exactly its globs (without their
+// anchor) exists, compiled and stored there otherwise, and prefixed with
+// the group's anchor (anchor.go).
+func (m *Matcher) compileGroups(groups []group, cache Cache) error {
+	v, _ := cache.(Voucher)
+	for i := range groups {
+		g := &groups[i]
+		var parts []part
+		var key string
+		if cache != nil {
+			key = groupKey(g)
+			if data, ok := cache.Get(key); ok {
+				vouched := v != nil && v.Vouched(key)
+				if ps, err := decodeGroup(data, g.ids, vouched); err == nil {
+					parts = ps
+					if v != nil && !vouched {
+						v.Validated(key)
+					}
+				}
+			}
+		}
+		if parts == nil {
+			var err error
+			if parts, err = m.compileGroup(g.ids, g.rel, g.budget()); err != nil {
+				return err
+			}
+			if cache != nil {
+				if data := encodeGroup(parts, g.ids); data != nil {
+					cache.Put(key, data)
+				}
+			}
+		}
+		for k := range parts {
+			if g.anchor == "" {
+				continue
+			}
+			a, err := parts[k].a.relocate(g.anchor)
+			if err != nil {
+				return err
+			}
+			parts[k].a, parts[k].anchor = a, g.anchor
 		}
 		m.parts = append(m.parts, parts...)
 		if i == 0 {
@@ -225,22 +272,15 @@ const (
 	maxParts   = 16
 )
 
-// compileGroup compiles the alternatives ids into as few automata as the
+// compileGroup compiles the alternatives ids, whose globs are globs (the
+// alternatives' own, or without their anchor), into as few automata as the
 // state budget allows.
-func (m *Matcher) compileGroup(ids []int32, budget int) ([]part, error) {
-	if len(ids) == 0 {
-		a, err := compileAutomatonLimit(nil, budget)
-		return []part{{a: a}}, err
-	}
-	globs := make([]rules.Glob, len(ids))
-	for i, id := range ids {
-		globs[i] = *m.alts[id].glob
-	}
+func (m *Matcher) compileGroup(ids []int32, globs []rules.Glob, budget int) ([]part, error) {
 	a, err := compileAutomatonLimit(globs, budget)
 	if err == nil {
 		return []part{{a: a, ids: ids}}, nil
 	}
-	if !errors.Is(err, ErrTooComplex) {
+	if !errors.Is(err, ErrTooComplex) || len(ids) == 0 {
 		return nil, err
 	}
 	// Split in two; a group of one rule's alternatives that is still too
@@ -250,14 +290,14 @@ func (m *Matcher) compileGroup(ids []int32, budget int) ([]part, error) {
 		return nil, fmt.Errorf("%w: %s: %q alone is too complex; simplify it", ErrTooComplex, r.Source, r.Pattern)
 	}
 	mid := len(ids) / 2
-	left, err := m.compileGroup(ids[:mid], budget)
+	left, err := m.compileGroup(ids[:mid], globs[:mid], budget)
 	if err != nil {
 		return nil, err
 	}
 	if len(left) > maxParts {
 		return nil, fmt.Errorf("%w: the patterns need more than %d automata", ErrTooComplex, maxParts)
 	}
-	right, err := m.compileGroup(ids[mid:], budget)
+	right, err := m.compileGroup(ids[mid:], globs[mid:], budget)
 	if err != nil {
 		return nil, err
 	}
