@@ -128,7 +128,8 @@ func (m *Matcher) groups() []group {
 
 // groupKey digests what a group's automata are compiled from: the state
 // budget and each glob's tokens after the anchor, in order. It names no
-// anchor, so groups that differ only in theirs share an entry.
+// anchor, so groups that differ only in theirs share an entry; such a
+// group's key begins with SharedKeyPrefix.
 func groupKey(g *group) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00group\x00%d\x00%d\x00%t\x00%d\x00", cacheFormat, g.budget(), maxParts, g.deep, len(g.rel))
@@ -146,7 +147,11 @@ func groupKey(g *group) string {
 		}
 		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	key := hex.EncodeToString(h.Sum(nil))
+	if g.anchor != "" {
+		key = SharedKeyPrefix + key
+	}
+	return key
 }
 
 // relocate returns the automaton of anchor followed by what a matches: a

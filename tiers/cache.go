@@ -21,10 +21,20 @@ import (
 // entry is checked for consistency, not authenticity, so it must live where
 // only the operator writes (the launcher's state directory, which the
 // built-in denylist keeps from agents).
+//
+// A matcher's entry is built from the entries of its groups of automata
+// (those of patterns starting with "**/" after a directory are shared by
+// every workspace and home directory: anchor.go), and a miss of the first
+// is cheap while the others hit. Their keys begin with SharedKeyPrefix: a
+// Cache that bounds its size should bound them apart, so that the entries
+// of many workspaces do not push out the few they all share.
 type Cache interface {
 	Get(key string) ([]byte, bool)
 	Put(key string, value []byte)
 }
+
+// SharedKeyPrefix begins the keys of the entries many matchers share.
+const SharedKeyPrefix = "g-"
 
 // A Voucher is a Cache that remembers which of its entries were validated:
 // Vouched reports whether the entry Get returned for key is, unchanged, one

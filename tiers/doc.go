@@ -70,9 +70,16 @@
 // # Cost
 //
 // Compile builds a few deterministic automata over rune classes (patterns
-// with "**/" apart from the rest, and a group split in two when it grows past
-// its state budget). Decide walks each once over the path's bytes, stopping
-// early where the answer can no longer change, and does not allocate (but
+// with "**/" apart from the rest, those by the directory they start with,
+// the workspace, the home directory or none, and a group split in two when
+// it grows past its state budget). CompileCached keeps them in a Cache: the
+// "**/" automata under what they match after that directory, so that a new
+// workspace or home directory takes them from the cache (the built-in lists
+// compile once for both) and only the rest is compiled again. Decide walks
+// each automaton once over the path's bytes (one anchored at a directory
+// only over what follows it, and not at all for a path outside it),
+// stopping early where the answer can no longer change, and does not
+// allocate (but
 // once per rule, for the messages of its decisions, the first time one is
 // asked for): about
 // 95 ns per call on this project's CI machine whether the policy has 10 or

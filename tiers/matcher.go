@@ -218,7 +218,10 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 		g := &groups[i]
 		var parts []part
 		var key string
-		if cache != nil {
+		// The flat group names the workspace in nearly every policy
+		// ("<workspace>/**"): an entry of its own would be of use only
+		// where the matcher's is.
+		if cache != nil && g.deep {
 			key = groupKey(g)
 			if data, ok := cache.Get(key); ok {
 				vouched := v != nil && v.Vouched(key)
@@ -235,7 +238,7 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 			if parts, err = m.compileGroup(g.ids, g.rel, g.budget()); err != nil {
 				return err
 			}
-			if cache != nil {
+			if cache != nil && g.deep {
 				if data := encodeGroup(parts, g.ids); data != nil {
 					cache.Put(key, data)
 				}

@@ -6,11 +6,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agent-launcher/agent-launcher/tiers"
 )
 
 // The launcher keeps two caches in its state directory, which the
@@ -123,10 +127,18 @@ func (d entryDir) write(name string, b []byte) error {
 	return errors.New("cache entry: no free temporary name")
 }
 
-// prune removes the least recently written entries beyond keep.
-func (d entryDir) prune(keep int) {
+// prune removes the least recently written entries beyond keep among
+// those whose names begin with tiers.SharedKeyPrefix as like's does or
+// does not: the automata that every workspace shares are kept apart from
+// the entries of each workspace's matcher (tiers.Cache).
+func (d entryDir) prune(keep int, like string) {
 	names, err := d.f.Readdirnames(-1)
-	if _, serr := d.f.Seek(0, 0); err != nil || serr != nil || len(names) <= keep {
+	if _, serr := d.f.Seek(0, 0); err != nil || serr != nil {
+		return
+	}
+	shared := strings.HasPrefix(like, tiers.SharedKeyPrefix)
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, tiers.SharedKeyPrefix) != shared })
+	if len(names) <= keep {
 		return
 	}
 	type aged struct {
@@ -156,7 +168,7 @@ func storeEntry(dir, name string, b []byte, keep int) {
 	}
 	defer d.close()
 	if d.write(name, b) == nil {
-		d.prune(keep)
+		d.prune(keep, name)
 	}
 }
 
@@ -278,7 +290,8 @@ func marked(f *os.File, s entryStamp) bool {
 	return err == nil && string(buf[:n]) == want
 }
 
-// maxCacheEntries bounds the cache; the least recently written go first.
+// maxCacheEntries bounds the cache, the entries many matchers share apart
+// from the others (prune); the least recently written go first.
 const maxCacheEntries = 16
 
 // maxCacheEntry bounds one entry read back.

@@ -318,13 +318,12 @@ func TestFileCacheVouch(t *testing.T) {
 			taken.entries = nil
 			taken.Unlock()
 		}
-		// The matcher's entry, and one per group of its automata: the
-		// flat patterns', and the "**/" patterns' that the home
+		// The matcher's entry, and the "**/" patterns' that the home
 		// directory and the workspace share (tiers/anchor.go). The
-		// matcher's holds every automaton: the largest.
+		// matcher's holds every automaton: the larger.
 		ents, _ := os.ReadDir(dir)
-		if len(ents) != 3 {
-			t.Fatalf("%d cache entries, want 3", len(ents))
+		if len(ents) != 2 {
+			t.Fatalf("%d cache entries, want 2", len(ents))
 		}
 		var largest string
 		var size int64
@@ -451,6 +450,56 @@ func TestFileCacheVouch(t *testing.T) {
 	load(true)
 	if c, entry = load(true); c.got[key].vouched || mark(entry) != "" {
 		t.Fatalf("an entry written just now was marked: %q", mark(entry))
+	}
+}
+
+// TestFileCacheKeepsShared: the automata every workspace shares (the
+// "**/" patterns' without their directory, tiers.SharedKeyPrefix) outlive
+// the entries of more workspaces than the cache keeps: those push out each
+// other, not the shared ones.
+func TestFileCacheKeepsShared(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "cache")
+	names := func() (shared, own []string) {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if n := e.Name(); len(n) > 2 && n[:2] == tiers.SharedKeyPrefix {
+				shared = append(shared, n)
+			} else {
+				own = append(own, n)
+			}
+		}
+		return shared, own
+	}
+	var firstShared, firstOwn []string
+	for i := range maxCacheEntries + 2 {
+		pol, err := rules.Load(rules.Options{Home: home, Workspace: filepath.Join(home, "ws", string(rune('a'+i)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tiers.CompileCached(pol, newFileCache(dir)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			firstShared, firstOwn = names()
+			if len(firstShared) == 0 || len(firstOwn) == 0 {
+				t.Fatalf("first compile: shared entries %q, others %q; want some of each", firstShared, firstOwn)
+			}
+		}
+	}
+	shared, own := names()
+	if len(own) != maxCacheEntries {
+		t.Errorf("%d entries of workspaces' matchers, want %d kept", len(own), maxCacheEntries)
+	}
+	for _, n := range firstOwn {
+		if slices.Contains(own, n) {
+			t.Errorf("control: the first workspace's entry %s is still there after %d others", n, maxCacheEntries+1)
+		}
+	}
+	for _, n := range firstShared {
+		if !slices.Contains(shared, n) {
+			t.Errorf("the shared entry %s was pushed out by the workspaces' entries", n)
+		}
 	}
 }
 
