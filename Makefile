@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRulesBelow$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./rules
 	$(GO) test -run '^$$' -fuzz '^FuzzSubtree$$' -fuzztime $(FUZZTIME) ./tiers
+	$(GO) test -run '^$$' -fuzz '^FuzzAnchored$$' -fuzztime $(FUZZTIME) ./tiers
 	$(GO) test -run '^$$' -fuzz '^FuzzPlan$$' -fuzztime $(FUZZTIME) ./landlock
 	$(GO) test -run '^$$' -fuzz '^FuzzPlanReplay$$' -fuzztime $(FUZZTIME) ./landlock
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeConfig$$' -fuzztime $(FUZZTIME) ./internal/launch
