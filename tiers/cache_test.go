@@ -180,3 +180,132 @@ func groupKeys(m *Matcher) map[string]bool {
 	}
 	return keys
 }
+
+// rewrite decodes a cache entry, lets f change it, and encodes it again.
+func rewrite(t *testing.T, entry []byte, f func(*wireParts)) []byte {
+	t.Helper()
+	w, err := decodeWire(append([]byte(nil), entry...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(w)
+	parts := make([]part, len(w.Parts))
+	for i := range w.Parts {
+		parts[i] = part{a: w.Parts[i].A.build(), ids: w.Parts[i].IDs}
+	}
+	return encodeParts(parts, w.Nflat)
+}
+
+// TestDamagedGroupEntry: a shared group entry (anchor.go) that is damaged
+// where it is stored is taken as a miss, compiled again and replaced,
+// whether or not it is vouched for: never a panic, an error at every
+// launch, or a wrong decision. (An adversarial review found each of these
+// damages crashing or failing every launch whose own entry missed.)
+func TestDamagedGroupEntry(t *testing.T) {
+	doc := "[file_policy]\npresets = [\"system\"]\nwrite_paths = [\"<workspace>/**\"]\n"
+	load := func(ws string) *Matcher {
+		m, _ := loadAnchored(t, doc, "/home/u", ws)
+		return m
+	}
+	first := load("/home/u/proj")
+	var gkey string
+	for k := range groupKeys(first) {
+		gkey = k
+	}
+	damages := []struct {
+		name string
+		f    func(*wireParts)
+	}{
+		{"a non-ASCII interval below zero", func(w *wireParts) {
+			w.Parts[0].A.HiLo = append(w.Parts[0].A.HiLo, -1<<31)
+			w.Parts[0].A.HiCls = append(w.Parts[0].A.HiCls, 0)
+		}},
+		{"the non-ASCII intervals starting at 129", func(w *wireParts) { w.Parts[0].A.HiLo[0] = 129 }},
+		{"no non-ASCII interval", func(w *wireParts) { w.Parts[0].A.HiLo, w.Parts[0].A.HiCls = nil, nil }},
+		{"intervals out of order", func(w *wireParts) {
+			a := &w.Parts[0].A
+			a.HiLo = append(a.HiLo, 0x10FFFF, 0x200)
+			a.HiCls = append(a.HiCls, 0, 0)
+		}},
+		{"every state accepting", func(w *wireParts) {
+			a := &w.Parts[0].A
+			full := -1
+			for i, s := range a.Sets {
+				if len(s) > 0 {
+					full = i
+				}
+			}
+			for st := range a.Accepts {
+				a.Accepts[st] = uint32(full)
+				a.Trans[st*(a.Ncls+1)] = uint32(full)
+			}
+		}},
+		{"parts with no alternatives", func(w *wireParts) {
+			for range maxParts - 1 {
+				w.Parts = append(w.Parts, wirePart{A: w.Parts[0].A, IDs: []int32{}})
+			}
+		}},
+		{"a transition between two states", func(w *wireParts) {
+			a := &w.Parts[0].A
+			a.Trans[a.Ncls+2] = a.Start + 1
+		}},
+	}
+	for i, d := range damages {
+		for _, vouched := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/vouched=%v", d.name, vouched), func(t *testing.T) {
+				c := &voucherCache{mapCache: mapCache{m: map[string][]byte{}}, vouched: map[string]bool{}}
+				if _, err := CompileCached(first.Policy(), c); err != nil {
+					t.Fatal(err)
+				}
+				good := c.m[gkey]
+				if good == nil {
+					t.Fatalf("no entry under the group's key %s", gkey)
+				}
+				c.m[gkey] = rewrite(t, good, d.f)
+				c.vouched[gkey] = vouched
+				ws := fmt.Sprintf("/home/u/w%d", i)
+				fresh := load(ws)
+				puts := c.puts
+				m, err := func() (m *Matcher, err error) {
+					defer func() {
+						if r := recover(); r != nil {
+							err = fmt.Errorf("panic: %v", r)
+						}
+					}()
+					return CompileCached(fresh.Policy(), c)
+				}()
+				if err != nil {
+					t.Fatalf("workspace %s with the damaged group entry: %v", ws, err)
+				}
+				sameDecisions(t, doc, fresh, m, []byte{0, 1})
+				for _, p := range anchorPaths([]string{"/home/u", ws}, []byte{14, 15}) {
+					for op := range numOps {
+						if x, y := m.Decide(p, op), fresh.Decide(p, op); x.Verdict != y.Verdict || !sameRule(x.Rule, y.Rule) {
+							t.Fatalf("Decide(%q, %s) = %v, fresh %v", p, op, x, y)
+						}
+					}
+				}
+				if c.puts-puts != 2 || bytes.Equal(c.m[gkey], rewrite(t, good, d.f)) {
+					t.Errorf("%d puts; want the matcher's entry and the group's again, the damaged one replaced", c.puts-puts)
+				}
+			})
+		}
+	}
+	// A matcher's entry whose non-ASCII intervals do not start at 128 is
+	// refused too (it made Decide panic on such a rune).
+	c := &mapCache{m: map[string][]byte{}}
+	p := first.Policy()
+	if _, err := CompileCached(p, c); err != nil {
+		t.Fatal(err)
+	}
+	key := cacheKey(first, first.groups())
+	c.m[key] = rewrite(t, c.m[key], func(w *wireParts) { w.Parts[0].A.HiLo = []rune{200}; w.Parts[0].A.HiCls = []uint16{0} })
+	puts := c.puts
+	m, err := CompileCached(p, c)
+	if err != nil || c.puts == puts {
+		t.Fatalf("matcher entry with intervals from 200: %v, %d puts; want it refused and made again", err, c.puts-puts)
+	}
+	if d := m.Decide("/\u0081", OpRead); d.Rule == nil {
+		t.Fatalf("Decide of a non-ASCII name: %+v", d)
+	}
+}
