@@ -180,8 +180,8 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 		}
 		spans = append(spans, span{lo: lo, hi: hi, cls: a.hiCls[i]})
 	}
-	if len(a.hiLo) == 0 || a.hiLo[0] != utf8.RuneSelf {
-		return nil, fmt.Errorf("tiers: relocate: the automaton's classes do not cover every rune")
+	if len(a.hiLo) == 0 || a.hiLo[0] != utf8.RuneSelf || len(a.accepts) != a.nstates || uint64(len(a.trans)) != uint64(a.nstates)*uint64(a.ncls+1) {
+		return nil, errBadCache
 	}
 	for _, r := range runes {
 		i, _ := slices.BinarySearchFunc(spans, r, func(s span, r rune) int {
@@ -255,7 +255,7 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 		}
 	}
 	if dead < 0 {
-		return nil, fmt.Errorf("tiers: relocate: the automaton has no dead state")
+		return nil, errBadCache // compiled ones have one
 	}
 	off := func(st uint32) uint32 { return st*width + 1 }
 	// Old states follow the chain: old state s is new state n+s.
@@ -276,14 +276,28 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 		row[1+uint32(newCls[r])] = next
 		accepts[i] = empty
 	}
+	// Every cell is read here: each must name a state (a cached entry
+	// that was vouched for had its cells taken unchecked, and what is
+	// made here is kept under a key of its own).
+	total := uint32(a.nstates) * oldWidth
 	for st := range uint32(a.nstates) {
 		src := a.trans[st*oldWidth : (st+1)*oldWidth]
 		row := trans[(n+st)*width : (n+st+1)*width]
+		if int(src[0]) >= len(a.sets) || int(a.accepts[st]) >= len(a.sets) {
+			return nil, errBadCache
+		}
 		row[0] = src[0]
 		for c := range uint32(ncls) {
-			row[1+c] = moved(src[1+uint32(oldOf[c])])
+			to := src[1+uint32(oldOf[c])]
+			if to < 1 || to-1 >= total || (to-1)%oldWidth != 0 {
+				return nil, errBadCache
+			}
+			row[1+c] = moved(to)
 		}
 		accepts[n+st] = a.accepts[st]
+	}
+	if s := a.start; s < 1 || s-1 >= total || (s-1)%oldWidth != 0 {
+		return nil, errBadCache
 	}
 	out := &automaton{ncls: ncls, slash: a.slash, trans: trans, start: off(0), accepts: accepts,
 		sets: a.sets, nstates: nstates, nfaNodes: a.nfaNodes + int(n)}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/agent-launcher/agent-launcher/rules"
@@ -402,6 +403,9 @@ func decodeGroup(data []byte, ids []int32, vouched bool) (parts []part, err erro
 	}
 	at := 0
 	for _, wp := range w.Parts {
+		if len(wp.IDs) == 0 {
+			return nil, errBadCache // a group is split only where it has two alternatives or more
+		}
 		for i, l := range wp.IDs {
 			if int(l) != at+i {
 				return nil, errBadCache
@@ -490,7 +494,9 @@ func (w *wireAutomaton) automaton(vouched bool) (*automaton, error) {
 	return w.build(), nil
 }
 
-// smallTablesValid checks the character-class tables: each class in range.
+// smallTablesValid checks the character-class tables: each class in range,
+// and the non-ASCII intervals in order from utf8.RuneSelf on (classOf
+// searches them; an interval below it would be read as an ASCII rune).
 func (w *wireAutomaton) smallTablesValid() bool {
 	for _, c := range w.ASCII {
 		if int(c) >= w.Ncls {
@@ -499,6 +505,14 @@ func (w *wireAutomaton) smallTablesValid() bool {
 	}
 	for _, c := range w.HiCls {
 		if int(c) >= w.Ncls {
+			return false
+		}
+	}
+	if len(w.HiLo) == 0 || w.HiLo[0] != utf8.RuneSelf {
+		return false
+	}
+	for i := 1; i < len(w.HiLo); i++ {
+		if w.HiLo[i] <= w.HiLo[i-1] || w.HiLo[i] > utf8.MaxRune {
 			return false
 		}
 	}

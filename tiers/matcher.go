@@ -225,10 +225,15 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 			key = groupKey(g)
 			if data, ok := cache.Get(key); ok {
 				vouched := v != nil && v.Vouched(key)
-				if ps, err := decodeGroup(data, g.ids, vouched); err == nil {
-					parts = ps
-					if v != nil && !vouched {
-						v.Validated(key)
+				// An entry that does not decode, or whose automata do
+				// not relocate (relocate reads every cell), is a miss,
+				// compiled again and replaced.
+				if ps, err := decodeGroup(data, g.ids, vouched); err == nil && len(m.parts)+len(ps) <= maxParts {
+					if err := relocateParts(ps, g.anchor); err == nil {
+						parts = ps
+						if v != nil && !vouched {
+							v.Validated(key)
+						}
 					}
 				}
 			}
@@ -243,16 +248,9 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 					cache.Put(key, data)
 				}
 			}
-		}
-		for k := range parts {
-			if g.anchor == "" {
-				continue
-			}
-			a, err := parts[k].a.relocate(g.anchor)
-			if err != nil {
+			if err := relocateParts(parts, g.anchor); err != nil {
 				return err
 			}
-			parts[k].a, parts[k].anchor = a, g.anchor
 		}
 		m.parts = append(m.parts, parts...)
 		if i == 0 {
@@ -261,6 +259,28 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 		if len(m.parts) > maxParts {
 			return fmt.Errorf("%w: the patterns need more than %d automata; use fewer patterns with \"**/\" in them", ErrTooComplex, maxParts)
 		}
+	}
+	return nil
+}
+
+// relocateParts prefixes anchor to the automata of parts (none when anchor
+// is ""); a panic (an automaton decoded from a damaged cache entry) is an
+// error.
+func relocateParts(parts []part, anchor string) (err error) {
+	if anchor == "" {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			err = errBadCache
+		}
+	}()
+	for k := range parts {
+		a, err := parts[k].a.relocate(anchor)
+		if err != nil {
+			return err
+		}
+		parts[k].a, parts[k].anchor = a, anchor
 	}
 	return nil
 }

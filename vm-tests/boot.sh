@@ -28,8 +28,10 @@ limit=${AGENT_LAUNCHER_VM_TIMEOUT:-3000}
 cpu=max
 accel=${AGENT_LAUNCHER_VM_ACCEL:-tcg}
 if [ -z "${AGENT_LAUNCHER_VM_ACCEL:-}" ] && [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
-  if echo quit | timeout 20 qemu-system-x86_64 -nodefaults -no-user-config -display none \
-    -accel kvm -cpu "$cpu" -m 64 -S -monitor stdio >/dev/null 2>&1; then
+  # In a subshell of its own, so that the shell's note of qemu's abort
+  # goes to /dev/null too.
+  if (echo quit | timeout 20 qemu-system-x86_64 -nodefaults -no-user-config -display none \
+    -accel kvm -cpu "$cpu" -m 64 -S -monitor stdio) >/dev/null 2>&1; then
     accel=kvm
   else
     echo "boot.sh: /dev/kvm is there but qemu cannot run a vCPU on it; software emulation (TCG)" >&2
