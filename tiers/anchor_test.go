@@ -115,6 +115,26 @@ func checkAnchored(t *testing.T, policySpec, anchorSpec, pathSpec []byte) {
 	if anchoredParts == 0 {
 		t.Fatalf("home %q, workspace %q: no part is anchored (the built-in lists anchor some at both)", home, ws)
 	}
+	// check's warnings: the rules that never decide, and the prompts a
+	// grant outranks.
+	if x, y := a.Unused(), p.Unused(); !reflect.DeepEqual(x, y) {
+		t.Fatalf("home %q, workspace %q, policy:\n%s\nUnused: anchored %s, plain %s", home, ws, doc, describeUnused(x), describeUnused(y))
+	}
+	if x, y := a.Overrides(), p.Overrides(); !reflect.DeepEqual(x, y) {
+		t.Fatalf("home %q, workspace %q, policy:\n%s\nOverrides: anchored %d, plain %d", home, ws, doc, len(x), len(y))
+	}
+}
+
+func describeUnused(us []Unused) string {
+	var out []string
+	for _, u := range us {
+		by := "-"
+		if u.By != nil {
+			by = u.By.Pattern
+		}
+		out = append(out, u.Rule.Pattern+" by "+by)
+	}
+	return fmt.Sprint(out)
 }
 
 // sameRule: the same rule of the policy, or each matcher's default (each
@@ -132,6 +152,25 @@ var anchorCorpus = []struct{ policy, anchors, path []byte }{
 	{[]byte{1, 5, 19, 3, 0, 4, 11, 0, 18}, []byte{5, 5}, []byte{13, 14, 11, 15}},
 	{[]byte{2, 4, 13, 3, 16, 2, 17}, []byte{0, 4}, []byte{0, 2, 3}},
 	{[]byte{0, 0x84, 0, 1, 0}, []byte{2, 1}, []byte{18, 19}},
+}
+
+// TestAnchoredUnused: check's warnings are those of the patterns compiled
+// together. "<workspace>/**/x" never decides where "**/x" denies, though
+// the two now sit in different automata (the review's case, a workspace
+// outside the home directory, and one inside); a rule anchored at the
+// home directory is outranked by one at the workspace's names only there.
+func TestAnchoredUnused(t *testing.T) {
+	for _, c := range []struct{ doc, home, ws, want string }{
+		{"[file_policy]\ndeny_paths = [\"**/x\"]\nread_paths = [\"<workspace>/**/x\"]\n", "/home/u", "/w", "[<workspace>/**/x by **/x]"},
+		{"[file_policy]\ndeny_paths = [\"**/x\"]\nread_paths = [\"<workspace>/**/x\"]\n", "/home/u", "/home/u/p", "[<workspace>/**/x by **/x]"},
+		{"[file_policy]\ndeny_paths = [\"~/**/x\"]\nread_paths = [\"<workspace>/**/x\"]\n", "/home/u", "/home/u/p", "[<workspace>/**/x by ~/**/x]"},
+		{"[file_policy]\ndeny_paths = [\"~/**/x\"]\nread_paths = [\"<workspace>/**/x\"]\n", "/home/u", "/w", "[]"},
+	} {
+		a, p := loadAnchored(t, c.doc, c.home, c.ws)
+		if got, plain := describeUnused(a.Unused()), describeUnused(p.Unused()); got != c.want || plain != c.want {
+			t.Errorf("home %s, workspace %s, policy:\n%s\nUnused: anchored %s, unanchored %s; want %s", c.home, c.ws, c.doc, got, plain, c.want)
+		}
+	}
 }
 
 func TestAnchoredMatchesUnanchored(t *testing.T) {
