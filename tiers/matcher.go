@@ -62,6 +62,8 @@ type Matcher struct {
 	// accept set cost about 0.3 ms of its start-up.
 	unusedOnce sync.Once
 	unused     []Unused
+	// cache is CompileCached's (nil for Compile), for unusedParts.
+	cache Cache
 }
 
 // part is one automaton, the global ids of its alternatives and what each
@@ -127,7 +129,7 @@ func Compile(p *rules.Policy) (*Matcher, error) {
 }
 
 func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
-	m := &Matcher{pol: p, execRestricted: p.ExecRestricted()}
+	m := &Matcher{pol: p, execRestricted: p.ExecRestricted(), cache: cache}
 	for _, r := range p.Rules {
 		if r.Kind == rules.KindExec {
 			if r.Source.Origin == rules.OriginAgent {
@@ -836,14 +838,77 @@ func (m *Matcher) Unused() []Unused {
 	return m.unused
 }
 
+// unusedParts returns the automata findUnused reads: m's, but for the
+// "**/" patterns grouped by directory (anchor.go), which it compiles
+// together again, as Decide's automata were before they were grouped. A
+// rule outranked only by one of another automaton is a warning missed
+// (findUnused), and "<workspace>/**/x" under "**/x" would be one.
+func (m *Matcher) unusedParts() []*part {
+	var out []*part
+	var ids []int32
+	var globs []rules.Glob
+	for k := range m.parts {
+		if k < m.nflat {
+			out = append(out, &m.parts[k])
+			continue
+		}
+		ids = append(ids, m.parts[k].ids...)
+	}
+	if len(m.parts)-m.nflat <= 1 || !slices.ContainsFunc(m.parts[m.nflat:], func(pt part) bool { return pt.anchor != "" }) {
+		for k := m.nflat; k < len(m.parts); k++ {
+			out = append(out, &m.parts[k])
+		}
+		return out
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		globs = append(globs, *m.alts[id].glob)
+	}
+	// Kept in the cache as a group of the patterns as written (a key of
+	// its own, for this workspace and home directory): check runs this
+	// analysis every time, and compiling costs tens of milliseconds.
+	g := group{deep: true, ids: ids, rel: globs}
+	var deepParts []part
+	var err error
+	key := groupKey(&g)
+	if m.cache != nil {
+		if data, ok := m.cache.Get(key); ok {
+			deepParts, _ = decodeGroup(data, ids, false)
+		}
+	}
+	if deepParts == nil {
+		if deepParts, err = m.compileGroup(ids, globs, deepStates); err == nil && m.cache != nil {
+			if data := encodeGroup(deepParts, ids); data != nil {
+				m.cache.Put(key, data)
+			}
+		}
+	}
+	if err != nil || len(out)+len(deepParts) > maxParts {
+		// Too complex together: each automaton by itself, as Decide
+		// reads them (warnings missed, none made up).
+		for k := m.nflat; k < len(m.parts); k++ {
+			out = append(out, &m.parts[k])
+		}
+		return out
+	}
+	for k := range deepParts {
+		pt := &deepParts[k]
+		pt.sums = make([]summary, len(pt.a.sets))
+		for i := range pt.a.sets {
+			pt.sums[i] = m.summarize(pt.set(uint32(i)))
+		}
+		out = append(out, pt)
+	}
+	return out
+}
+
 func (m *Matcher) findUnused() {
 	// A rule that is never the best of its own automaton's accept sets can
 	// never win overall, since Decide takes the best of the two.
 	effective := map[*rules.Rule]bool{}
 	shadow := map[*rules.Rule]*rules.Rule{}
 	hasExceptions := slices.ContainsFunc(m.pol.Rules, func(r *rules.Rule) bool { return r.Kind == rules.KindException })
-	for k := range m.parts {
-		pt := &m.parts[k]
+	for _, pt := range m.unusedParts() {
 		for i, sum := range pt.sums {
 			// The winner as Decide would clamp it, as far as this
 			// automaton can tell (a global rule in another one may clamp
