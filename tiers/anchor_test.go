@@ -302,3 +302,32 @@ func TestRelocateClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestRelocateWithoutSinkRange: relocate finds no dead state among the
+// sinks sinkFrom names when that range is empty (as a compiled automaton
+// came in the VM matrix under TCG, once), and relocates all the same: the
+// range only lets run stop early.
+func TestRelocateWithoutSinkRange(t *testing.T) {
+	g, err := rules.ParsePattern("/**/id_rsa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := compileAutomaton([]rules.Glob{g[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	width := uint32(a.ncls + 1)
+	a.sinkFrom = uint32(a.nstates)*width + 1 // no sinks named
+	r, err := a.relocate("/home/u")
+	if err != nil {
+		t.Fatalf("relocate with no sink range: %v", err)
+	}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{{"/home/u/x/id_rsa", true}, {"/home/u/id_rsa", true}, {"/home/v/id_rsa", false}, {"/home/u/id_rsa.pub", false}} {
+		if got := len(r.matches(c.path)) > 0; got != c.want {
+			t.Errorf("matches(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
