@@ -241,45 +241,53 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 	}
 	n := uint32(len(runes))
 	width, oldWidth := uint32(ncls+1), uint32(a.ncls+1)
-	nstates := int(n) + a.nstates
+	// The chain, then a's states, then a dead state of the chain's own
+	// (a sink that accepts nothing). a has one too, but where sinksLast
+	// left it is not something to rely on: in the VM matrix (TCG) a
+	// compiled automaton once came with its dead state outside the sinks
+	// sinkFrom names, which costs run only its early stop.
+	nstates := int(n) + a.nstates + 1
 	if nstates*int(width) > maxDFACells {
 		return nil, fmt.Errorf("%w: more than %d automaton cells", ErrTooComplex, maxDFACells)
 	}
-	// The dead state: a sink that accepts nothing (subsetConstruct makes
-	// one; sinksLast keeps it among the sinks).
-	dead := -1
-	for st := int(a.sinkFrom-1) / int(oldWidth); st < a.nstates; st++ {
-		if len(a.sets[a.accepts[st]]) == 0 {
-			dead = st
-			break
-		}
+	sets := a.sets
+	empty := slices.IndexFunc(sets, func(s []int32) bool { return len(s) == 0 })
+	if empty < 0 {
+		empty = len(sets)
+		sets = append(slices.Clip(sets), []int32{})
 	}
-	if dead < 0 {
-		return nil, errBadCache // compiled ones have one
-	}
+	dead := n + uint32(a.nstates)
 	off := func(st uint32) uint32 { return st*width + 1 }
 	// Old states follow the chain: old state s is new state n+s.
 	moved := func(oldOff uint32) uint32 { return off(n + (oldOff-1)/oldWidth) }
 	trans := make([]uint32, nstates*int(width))
 	accepts := make([]uint32, nstates)
-	empty := a.accepts[dead]
 	for i, r := range runes {
 		row := trans[uint32(i)*width : uint32(i+1)*width]
-		row[0] = empty
+		row[0] = uint32(empty)
 		for c := uint32(1); c < width; c++ {
-			row[c] = off(n + uint32(dead))
+			row[c] = off(dead)
 		}
 		next := off(uint32(i) + 1)
 		if uint32(i)+1 == n {
 			next = moved(a.start)
 		}
 		row[1+uint32(newCls[r])] = next
-		accepts[i] = empty
+		accepts[i] = uint32(empty)
 	}
+	row := trans[dead*width : (dead+1)*width]
+	row[0] = uint32(empty)
+	for c := uint32(1); c < width; c++ {
+		row[c] = off(dead)
+	}
+	accepts[dead] = uint32(empty)
 	// Every cell is read here: each must name a state (a cached entry
 	// that was vouched for had its cells taken unchecked, and what is
 	// made here is kept under a key of its own).
+	// And a must have a dead state somewhere, as every compiled one has:
+	// one without is damaged.
 	total := uint32(a.nstates) * oldWidth
+	hasDead := false
 	for st := range uint32(a.nstates) {
 		src := a.trans[st*oldWidth : (st+1)*oldWidth]
 		row := trans[(n+st)*width : (n+st+1)*width]
@@ -287,20 +295,26 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 			return nil, errBadCache
 		}
 		row[0] = src[0]
+		self := true
 		for c := range uint32(ncls) {
 			to := src[1+uint32(oldOf[c])]
 			if to < 1 || to-1 >= total || (to-1)%oldWidth != 0 {
 				return nil, errBadCache
 			}
+			self = self && to == st*oldWidth+1
 			row[1+c] = moved(to)
 		}
 		accepts[n+st] = a.accepts[st]
+		hasDead = hasDead || self && len(a.sets[a.accepts[st]]) == 0
+	}
+	if !hasDead {
+		return nil, errBadCache
 	}
 	if s := a.start; s < 1 || s-1 >= total || (s-1)%oldWidth != 0 {
 		return nil, errBadCache
 	}
 	out := &automaton{ncls: ncls, slash: a.slash, trans: trans, start: off(0), accepts: accepts,
-		sets: a.sets, nstates: nstates, nfaNodes: a.nfaNodes + int(n)}
+		sets: sets, nstates: nstates, nfaNodes: a.nfaNodes + int(n)}
 	for _, s := range spans {
 		if s.lo < utf8.RuneSelf {
 			out.ascii[s.lo] = s.cls
