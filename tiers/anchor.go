@@ -162,6 +162,10 @@ func groupKey(g *group) string {
 // analysis reads every class as a possible next rune).
 func (a *automaton) relocate(anchor string) (*automaton, error) {
 	runes := []rune(anchor)
+	if len(a.hiLo) == 0 || a.hiLo[0] != utf8.RuneSelf || len(a.hiCls) != len(a.hiLo) || len(a.accepts) != a.nstates ||
+		uint64(len(a.trans)) != uint64(a.nstates)*uint64(a.ncls+1) {
+		return nil, errBadCache
+	}
 	// The runes as intervals of one class each: every ASCII rune, then
 	// a's non-ASCII intervals.
 	type span struct {
@@ -179,9 +183,6 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 			hi = a.hiLo[i+1]
 		}
 		spans = append(spans, span{lo: lo, hi: hi, cls: a.hiCls[i]})
-	}
-	if len(a.hiLo) == 0 || a.hiLo[0] != utf8.RuneSelf || len(a.accepts) != a.nstates || uint64(len(a.trans)) != uint64(a.nstates)*uint64(a.ncls+1) {
-		return nil, errBadCache
 	}
 	for _, r := range runes {
 		i, _ := slices.BinarySearchFunc(spans, r, func(s span, r rune) int {
@@ -281,11 +282,11 @@ func (a *automaton) relocate(anchor string) (*automaton, error) {
 		row[c] = off(dead)
 	}
 	accepts[dead] = uint32(empty)
-	// Every cell is read here: each must name a state (a cached entry
-	// that was vouched for had its cells taken unchecked, and what is
-	// made here is kept under a key of its own).
-	// And a must have a dead state somewhere, as every compiled one has:
-	// one without is damaged.
+	// a's states. Every cell is read here, and each must name a state (a
+	// cached entry that was vouched for had its cells taken unchecked,
+	// and what is made here is kept under a key of its own); and a must
+	// have a dead state somewhere, as every compiled automaton has: one
+	// without is damaged.
 	total := uint32(a.nstates) * oldWidth
 	hasDead := false
 	for st := range uint32(a.nstates) {
