@@ -2,7 +2,6 @@ package tiers
 
 import (
 	"fmt"
-	"io/fs"
 	"reflect"
 	"slices"
 	"strings"
@@ -29,28 +28,16 @@ var (
 // anchoring).
 func loadAnchored(t testing.TB, doc, home, ws string) (anchored, plain *Matcher) {
 	t.Helper()
-	files := map[string]string{"/cfg/config.toml": doc}
-	o := rules.Options{Config: "/cfg/config.toml", Home: home, Workspace: ws,
-		ReadFile: func(name string) ([]byte, error) {
-			if d, ok := files[name]; ok {
-				return []byte(d), nil
-			}
-			return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-		}}
-	if strings.Contains(doc, "[agents.a.file_policy]") {
-		o.Agent = "a"
-	}
-	p, err := rules.Load(o)
-	if err != nil {
-		t.Fatalf("load: %v", err)
-	}
-	anchored, err = Compile(p)
-	if err != nil {
-		t.Fatalf("compile: %v", err)
-	}
-	q := *p
+	anchored = compileTOML(t, doc, func(o *rules.Options) {
+		o.Home, o.Workspace = home, ws
+		if strings.Contains(doc, "[agents.a.file_policy]") {
+			o.Agent = "a"
+		}
+	})
+	q := *anchored.Policy()
 	q.Home, q.Workspace = "", ""
-	if plain, err = Compile(&q); err != nil {
+	plain, err := Compile(&q)
+	if err != nil {
 		t.Fatalf("compile without anchors: %v", err)
 	}
 	return anchored, plain

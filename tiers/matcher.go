@@ -153,16 +153,14 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	var key string
 	if cache != nil {
 		key = cacheKey(m, groups)
-		if data, ok := cache.Get(key); ok {
-			v, _ := cache.(Voucher)
-			vouched := v != nil && v.Vouched(key)
-			if parts, nflat, err := decodeParts(data, groups, vouched); err == nil {
-				m.parts, m.nflat = parts, nflat
-				if v != nil && !vouched {
-					v.Validated(key)
-				}
+		fromCache(cache, key, func(data []byte, vouched bool) bool {
+			parts, nflat, err := decodeParts(data, groups, vouched)
+			if err != nil {
+				return false
 			}
-		}
+			m.parts, m.nflat = parts, nflat
+			return true
+		})
 	}
 	if m.parts == nil {
 		if err := m.compileGroups(groups, cache); err != nil {
@@ -176,10 +174,7 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 	}
 	for k := range m.parts {
 		pt := &m.parts[k]
-		pt.sums = make([]summary, len(pt.a.sets))
-		for i := range pt.a.sets {
-			pt.sums[i] = m.summarize(pt.set(uint32(i)))
-		}
+		m.summarizePart(pt)
 		if pt.anchor != "" {
 			// The chain's first state accepts nothing, as every state a
 			// path that leaves the chain ends in.
@@ -215,41 +210,25 @@ func compile(p *rules.Policy, cache Cache) (*Matcher, error) {
 // anchor) exists, compiled and stored there otherwise, and prefixed with
 // the group's anchor (anchor.go).
 func (m *Matcher) compileGroups(groups []group, cache Cache) error {
-	v, _ := cache.(Voucher)
 	for i := range groups {
 		g := &groups[i]
-		var parts []part
-		var key string
 		// The flat group names the workspace in nearly every policy
 		// ("<workspace>/**"): an entry of its own would be of use only
 		// where the matcher's is.
-		if cache != nil && g.deep {
-			key = groupKey(g)
-			if data, ok := cache.Get(key); ok {
-				vouched := v != nil && v.Vouched(key)
-				// An entry that does not decode, or whose automata do
-				// not relocate (relocate reads every cell), is a miss,
-				// compiled again and replaced.
-				if ps, err := decodeGroup(data, g.ids, vouched); err == nil && len(m.parts)+len(ps) <= maxParts {
-					if err := relocateParts(ps, g.anchor); err == nil {
-						parts = ps
-						if v != nil && !vouched {
-							v.Validated(key)
-						}
-					}
-				}
-			}
+		gc := cache
+		if !g.deep {
+			gc = nil
 		}
-		if parts == nil {
-			var err error
-			if parts, err = m.compileGroup(g.ids, g.rel, g.budget()); err != nil {
-				return err
-			}
-			if cache != nil && g.deep {
-				if data := encodeGroup(parts, g.ids); data != nil {
-					cache.Put(key, data)
-				}
-			}
+		// A cached entry whose automata do not relocate (relocate reads
+		// every cell), or that would pass maxParts, is a miss, compiled
+		// again and replaced.
+		parts, cached, err := m.groupParts(g, gc, func(ps []part) bool {
+			return len(m.parts)+len(ps) <= maxParts && relocateParts(ps, g.anchor) == nil
+		})
+		if err != nil {
+			return err
+		}
+		if !cached {
 			if err := relocateParts(parts, g.anchor); err != nil {
 				return err
 			}
@@ -263,6 +242,51 @@ func (m *Matcher) compileGroups(groups []group, cache Cache) error {
 		}
 	}
 	return nil
+}
+
+// groupParts returns g's automata, without its anchor: from cache (nil
+// for none) when an entry for g's globs decodes and take accepts it
+// (cached), else compiled, and stored in cache.
+func (m *Matcher) groupParts(g *group, cache Cache, take func([]part) bool) (parts []part, cached bool, err error) {
+	key := groupKey(g)
+	if cache != nil && fromCache(cache, key, func(data []byte, vouched bool) bool {
+		ps, err := decodeGroup(data, g.ids, vouched)
+		if err != nil || take != nil && !take(ps) {
+			return false
+		}
+		parts = ps
+		return true
+	}) {
+		return parts, true, nil
+	}
+	if parts, err = m.compileGroup(g.ids, g.rel, g.budget()); err != nil {
+		return nil, false, err
+	}
+	if cache != nil {
+		if data := encodeGroup(parts, g.ids); data != nil {
+			cache.Put(key, data)
+		}
+	}
+	return parts, false, nil
+}
+
+// fromCache reports whether decode took the entry cache holds for key:
+// decode gets it with whether the cache vouches for it (Voucher), and an
+// entry taken that was not vouched for is reported validated.
+func fromCache(cache Cache, key string, decode func(data []byte, vouched bool) bool) bool {
+	data, ok := cache.Get(key)
+	if !ok {
+		return false
+	}
+	v, _ := cache.(Voucher)
+	vouched := v != nil && v.Vouched(key)
+	if !decode(data, vouched) {
+		return false
+	}
+	if v != nil && !vouched {
+		v.Validated(key)
+	}
+	return true
 }
 
 // relocateParts prefixes anchor to the automata of parts (none when anchor
@@ -400,6 +424,14 @@ func boolCmp(a, b bool) int {
 		return -1
 	}
 	return 1
+}
+
+// summarizePart resolves every accept set of pt (pt.sums).
+func (m *Matcher) summarizePart(pt *part) {
+	pt.sums = make([]summary, len(pt.a.sets))
+	for i := range pt.a.sets {
+		pt.sums[i] = m.summarize(pt.set(uint32(i)))
+	}
 }
 
 // summarize resolves one accept set.
@@ -867,22 +899,7 @@ func (m *Matcher) unusedParts() []*part {
 	// Kept in the cache as a group of the patterns as written (a key of
 	// its own, for this workspace and home directory): check runs this
 	// analysis every time, and compiling costs tens of milliseconds.
-	g := group{deep: true, ids: ids, rel: globs}
-	var deepParts []part
-	var err error
-	key := groupKey(&g)
-	if m.cache != nil {
-		if data, ok := m.cache.Get(key); ok {
-			deepParts, _ = decodeGroup(data, ids, false)
-		}
-	}
-	if deepParts == nil {
-		if deepParts, err = m.compileGroup(ids, globs, deepStates); err == nil && m.cache != nil {
-			if data := encodeGroup(deepParts, ids); data != nil {
-				m.cache.Put(key, data)
-			}
-		}
-	}
+	deepParts, _, err := m.groupParts(&group{deep: true, ids: ids, rel: globs}, m.cache, nil)
 	if err != nil || len(out)+len(deepParts) > maxParts {
 		// Too complex together: each automaton by itself, as Decide
 		// reads them (warnings missed, none made up).
@@ -893,10 +910,7 @@ func (m *Matcher) unusedParts() []*part {
 	}
 	for k := range deepParts {
 		pt := &deepParts[k]
-		pt.sums = make([]summary, len(pt.a.sets))
-		for i := range pt.a.sets {
-			pt.sums[i] = m.summarize(pt.set(uint32(i)))
-		}
+		m.summarizePart(pt)
 		out = append(out, pt)
 	}
 	return out
